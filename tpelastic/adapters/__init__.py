@@ -1,0 +1,1 @@
+"""Adapters bind the pure core to the world: stores, processes, clocks, sinks."""

@@ -1,0 +1,1 @@
+"""The ``tpelastic`` command line: argv in, a config handed on, nothing more."""

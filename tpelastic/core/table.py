@@ -1,0 +1,192 @@
+"""Closed-world transition tables: rows as data, checked and exported through ``transitions``.
+
+Every machine of the core declares its whole behaviour as a tuple of :class:`Row` values. A row
+says: in phase ``src``, on an event of type ``on``, when guard ``guard`` holds, run the pure action
+``action`` and move to ``dst``. Guards and actions are *named* here and defined as pure functions
+in the machine's own module; nothing is registered as a callback with ``transitions``.
+
+``transitions`` is used for three things only: validating the table when it is built (at import),
+producing the markup that ``specs/`` is generated from, and nothing else. Lookups go through a
+dict compiled from the same rows, so the table stays the single source of truth and stays fast.
+
+Stepping rules (see specs/README.md):
+
+* No row for (phase, event type): the event is rejected, the state is unchanged and a
+  :class:`~tpelastic.core.values.Rejected` effect says why.
+* Among the rows for (phase, event type) at most one guarded row may match; an unguarded row is
+  the "otherwise" branch. If none matches, the event is rejected.
+* Two guarded rows matching at once is a bug in the table: :class:`InvalidTransition` is raised.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
+
+from attrs import evolve, field, frozen
+from transitions.extensions.markup import MarkupMachine
+
+from tpelastic.core.values import Rejected
+
+
+class InvalidTransition(Exception):
+    """A table or step function broke its own rules: always a bug in tpelastic, never bad input."""
+
+
+class HasPhase(Protocol):
+    @property
+    def phase(self) -> enum.Enum: ...
+
+
+S = TypeVar("S", bound=HasPhase)
+Guard = Callable[[Any, Any, Any], bool]
+Action = Callable[[Any, Any, Any], tuple[Any, tuple[object, ...]]]
+
+
+@frozen(kw_only=True)
+class Row:
+    """One transition: ``src --on [guard] / action--> dst``."""
+
+    src: enum.Enum
+    on: type
+    dst: enum.Enum
+    guard: str | None = None
+    action: str | None = None
+    note: str = ""
+
+
+@frozen(kw_only=True)
+class Step(Generic[S]):
+    """What every step function returns: the next state and the effects to carry out, in order."""
+
+    state: S
+    effects: tuple[object, ...] = field(default=())
+
+
+def _no_action(state: Any, event: Any, config: Any) -> tuple[Any, tuple[object, ...]]:
+    return state, ()
+
+
+@frozen(kw_only=True)
+class Table:
+    """A validated machine: its phases, event types, rows, and the named guards and actions."""
+
+    name: str
+    phases: type[enum.Enum]
+    initial: enum.Enum
+    events: tuple[type, ...]
+    rows: tuple[Row, ...]
+    guards: Mapping[str, Guard]
+    actions: Mapping[str, Action]
+    terminal: frozenset[enum.Enum] = field(factory=frozenset)
+    doc: str = ""
+    _index: Mapping[tuple[enum.Enum, type], tuple[Row, ...]] = field(factory=dict, alias="_index")
+    markup: Mapping[str, Any] = field(factory=dict)
+
+    def rows_for(self, phase: enum.Enum, event_type: type) -> tuple[Row, ...]:
+        return self._index.get((phase, event_type), ())
+
+    def select(self, state: Any, event: Any, config: Any) -> Row | None:
+        """The one row that applies to ``event`` in ``state``; None means the event is rejected."""
+        candidates = self.rows_for(state.phase, type(event))
+        chosen = [r for r in candidates if r.guard and self.guards[r.guard](state, event, config)]
+        if len(chosen) > 1:
+            names = ", ".join(str(r.guard) for r in chosen)
+            raise InvalidTransition(f"{self.name}: guards {names} all hold in {state.phase.name}")
+        if chosen:
+            return chosen[0]
+        fallback = [r for r in candidates if r.guard is None]
+        return fallback[0] if fallback else None
+
+    def step(self, state: S, event: object, config: Any) -> Step[S]:
+        """Apply ``event`` to ``state``: the pure heart of every machine."""
+        row = self.select(state, event, config)
+        if row is None:
+            return Step(state=state, effects=(self.rejection(state, event, config),))
+        action = self.actions[row.action] if row.action else _no_action
+        new_state, effects = action(state, event, config)
+        if new_state.phase is not row.dst:
+            new_state = evolve(new_state, phase=row.dst)
+        return Step(state=new_state, effects=tuple(effects))
+
+    def rejection(self, state: Any, event: object, config: Any) -> Rejected:
+        event_name = type(event).__name__
+        if self.rows_for(state.phase, type(event)):
+            reason = "no guard holds"
+        elif state.phase in self.terminal:
+            reason = f"{state.phase.name} is terminal"
+        else:
+            reason = f"{event_name} is not expected in {state.phase.name}"
+        return Rejected(machine=self.name, phase=state.phase.name, event=event_name, reason=reason)
+
+
+def build_table(
+    *,
+    name: str,
+    phases: type[enum.Enum],
+    initial: enum.Enum,
+    events: tuple[type, ...],
+    rows: tuple[Row, ...],
+    guards: Mapping[str, Guard],
+    actions: Mapping[str, Action],
+    terminal: frozenset[enum.Enum] = frozenset(),
+    doc: str = "",
+) -> Table:
+    """Check ``rows`` and compile them. Raises InvalidTransition on any inconsistency."""
+    problems: list[str] = []
+    index: dict[tuple[enum.Enum, type], list[Row]] = {}
+    for row in rows:
+        if not isinstance(row.src, phases) or not isinstance(row.dst, phases):
+            problems.append(f"row {row}: phases must be members of {phases.__name__}")
+        if row.on not in events:
+            problems.append(f"row {row}: {row.on.__name__} is not one of the machine's events")
+        if row.guard is not None and row.guard not in guards:
+            problems.append(f"row {row}: guard {row.guard!r} is not defined")
+        if row.action is not None and row.action not in actions:
+            problems.append(f"row {row}: action {row.action!r} is not defined")
+        if row.src in terminal:
+            problems.append(f"row {row}: {row.src.name} is terminal and may have no outgoing row")
+        index.setdefault((row.src, row.on), []).append(row)
+    for (src, on), group in index.items():
+        unguarded = [r for r in group if r.guard is None]
+        if len(unguarded) > 1:
+            problems.append(f"{src.name} on {on.__name__}: {len(unguarded)} unguarded rows")
+        guard_names = [r.guard for r in group if r.guard is not None]
+        if len(guard_names) != len(set(guard_names)):
+            problems.append(f"{src.name} on {on.__name__}: a guard is used twice")
+    unused = (set(guards) - {r.guard for r in rows}) | (set(actions) - {r.action for r in rows})
+    if unused:
+        problems.append(f"defined but never used: {sorted(unused)}")
+    if problems:
+        raise InvalidTransition(f"table {name} is invalid:\n  " + "\n  ".join(problems))
+    # transitions validates the declaration independently (unknown states raise there too) and
+    # gives us the markup that specs/ is generated from.
+    machine = MarkupMachine(
+        model=None,
+        states=[p.name for p in phases],
+        transitions=[
+            {
+                "trigger": row.on.__name__,
+                "source": row.src.name,
+                "dest": row.dst.name,
+                "conditions": [row.guard] if row.guard else [],
+            }
+            for row in rows
+        ],
+        initial=initial.name,
+        auto_transitions=False,
+    )
+    return Table(
+        name=name,
+        phases=phases,
+        initial=initial,
+        events=events,
+        rows=rows,
+        guards=dict(guards),
+        actions=dict(actions),
+        terminal=terminal,
+        doc=doc,
+        _index={key: tuple(group) for key, group in index.items()},
+        markup=machine.markup,
+    )
