@@ -2,8 +2,22 @@
 get_socket_with_port, macros.
 
 This module is the public import path for these names; they are defined under
-``tpelastic.core`` and ``tpelastic.adapters`` and re-exported here. Names not yet listed in
-``__all__`` arrive with the data, events, metrics and timers issue.
+``tpelastic.adapters.data`` and re-exported here. Importing it imports tensorplay (the sampler
+subclasses tensorplay's ``Sampler``).
 """
 
-__all__: list[str] = []
+from tpelastic.adapters.data import macros
+from tpelastic.adapters.data.cycling import CyclingIterator
+from tpelastic.adapters.data.env import MissingEnvironmentVariable, get_env_variable_or_raise
+from tpelastic.adapters.data.net import get_socket_with_port
+from tpelastic.adapters.data.sampler import ElasticDistributedSampler, epoch_order
+
+__all__ = [
+    "CyclingIterator",
+    "ElasticDistributedSampler",
+    "MissingEnvironmentVariable",
+    "epoch_order",
+    "get_env_variable_or_raise",
+    "get_socket_with_port",
+    "macros",
+]

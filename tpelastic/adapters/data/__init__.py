@@ -1,0 +1,1 @@
+"""Data utilities for training loops under an elastic world: sampler, cycling, env, net, macros."""
