@@ -7,5 +7,11 @@ from tpelastic.core.table import Table
 
 def all_tables() -> tuple[Table, ...]:
     """The validated tables of every machine (each is built once, at its module's import)."""
+    from tpelastic.core import agent, restart_budget, worker, worker_group
+
     tables: list[Table] = []
+    tables.append(worker.TABLE)
+    tables.append(worker_group.TABLE)
+    tables.append(restart_budget.TABLE)
+    tables.append(agent.TABLE)
     return tuple(tables)

@@ -1,0 +1,78 @@
+"""The agent machine: what one node's agent does next, given what it observed.
+
+``states`` holds phases, config, state and exit codes; ``events`` the observations and the
+effects; ``table`` every row with its guards and actions. Import from here.
+"""
+
+from tpelastic.core.agent.events import (
+    AGENT_EVENTS,
+    AgentEventT,
+    AgentStarted,
+    CloseRendezvous,
+    EnterExitBarrier,
+    ExitBarrierPassed,
+    ExitBarrierTimedOut,
+    JoinRendezvous,
+    LeaveRendezvous,
+    NextRoundOpened,
+    NodesWaiting,
+    OpenNextRound,
+    RendezvousClosed,
+    RendezvousFailed,
+    ReportFailure,
+    RoundCompleted,
+    SignalReceived,
+    StartWorkers,
+    StopWorkers,
+    WorkersFailed,
+    WorkersSucceeded,
+    WorkerStuck,
+)
+from tpelastic.core.agent.states import (
+    EXIT_OK,
+    EXIT_RENDEZVOUS_FAILED,
+    EXIT_SIGNAL_BASE,
+    EXIT_USAGE,
+    EXIT_WORKERS_FAILED,
+    AgentConfig,
+    AgentPhase,
+    AgentState,
+    initial_state,
+)
+from tpelastic.core.agent.table import TABLE, step
+
+__all__ = [
+    "AGENT_EVENTS",
+    "EXIT_OK",
+    "EXIT_RENDEZVOUS_FAILED",
+    "EXIT_SIGNAL_BASE",
+    "EXIT_USAGE",
+    "EXIT_WORKERS_FAILED",
+    "TABLE",
+    "AgentConfig",
+    "AgentEventT",
+    "AgentPhase",
+    "AgentStarted",
+    "AgentState",
+    "CloseRendezvous",
+    "EnterExitBarrier",
+    "ExitBarrierPassed",
+    "ExitBarrierTimedOut",
+    "JoinRendezvous",
+    "LeaveRendezvous",
+    "NextRoundOpened",
+    "NodesWaiting",
+    "OpenNextRound",
+    "RendezvousClosed",
+    "RendezvousFailed",
+    "ReportFailure",
+    "RoundCompleted",
+    "SignalReceived",
+    "StartWorkers",
+    "StopWorkers",
+    "WorkerStuck",
+    "WorkersFailed",
+    "WorkersSucceeded",
+    "initial_state",
+    "step",
+]

@@ -1,0 +1,175 @@
+"""The agent's actions: pure (state, observation, config) -> (state, effects), effects in order.
+
+StopWorkers always comes first in a step that also joins or opens a round.
+"""
+
+from __future__ import annotations
+
+from attrs import evolve
+
+from tpelastic.core.agent import events as ev
+from tpelastic.core.agent.guards import FailureEvent
+from tpelastic.core.agent.states import (
+    EXIT_OK,
+    EXIT_RENDEZVOUS_FAILED,
+    EXIT_SIGNAL_BASE,
+    EXIT_WORKERS_FAILED,
+    AgentConfig,
+    AgentPhase,
+    AgentState,
+)
+from tpelastic.core.values import Emit
+from tpelastic.core.worker_group import WorkerFailure
+
+Out = tuple[AgentState, tuple[object, ...]]
+
+
+def _stop_if_running(state: AgentState, reason: str) -> tuple[object, ...]:
+    running = state.phase is AgentPhase.RUNNING
+    return (ev.StopWorkers(reason=reason),) if running else ()
+
+
+def _finish(state: AgentState, exit_code: int, failure: str | None = None) -> AgentState:
+    return evolve(state, exit_code=exit_code, last_failure=failure or state.last_failure)
+
+
+def join_fresh(state: AgentState, event: ev.AgentStarted, config: AgentConfig) -> Out:
+    return state, (ev.JoinRendezvous(failure=False),)
+
+
+def start_workers(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> Out:
+    new = evolve(
+        state,
+        round=event.round,
+        group_rank=event.group_rank,
+        group_world_size=event.group_world_size,
+        restart_count=event.restart_count,
+    )
+    start = ev.StartWorkers(
+        round=event.round,
+        group_rank=event.group_rank,
+        group_world_size=event.group_world_size,
+        restart_count=event.restart_count,
+        local_world_size=state.local_world_size,
+    )
+    return new, (start,)
+
+
+def fail_over_budget(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> Out:
+    reason = f"round {event.round} has restart_count {event.restart_count} > max_restarts"
+    effects = (
+        ev.LeaveRendezvous(reason=reason),
+        ev.ReportFailure(reason=reason, exit_code=EXIT_WORKERS_FAILED),
+    )
+    return _finish(state, EXIT_WORKERS_FAILED, reason), effects
+
+
+def fail_rendezvous(state: AgentState, event: ev.RendezvousFailed, config: AgentConfig) -> Out:
+    reason = f"rendezvous failed ({event.kind}): {event.reason}"
+    effects = (
+        *_stop_if_running(state, reason),
+        ev.ReportFailure(reason=reason, exit_code=EXIT_RENDEZVOUS_FAILED),
+    )
+    return _finish(state, EXIT_RENDEZVOUS_FAILED, reason), effects
+
+
+def succeed_despite_rendezvous(
+    state: AgentState, event: ev.RendezvousFailed, config: AgentConfig
+) -> Out:
+    warning = Emit(
+        name="agent.warning",
+        fields=(("reason", f"exit barrier not confirmed: {event.reason}"), ("round", state.round)),
+    )
+    return _finish(state, EXIT_OK), (warning,)
+
+
+def enter_exit_barrier(state: AgentState, event: ev.WorkersSucceeded, config: AgentConfig) -> Out:
+    return state, (ev.EnterExitBarrier(round=state.round),)
+
+
+def _failures(state: AgentState, event: FailureEvent) -> tuple[WorkerFailure, ...]:
+    if isinstance(event, ev.WorkersFailed):
+        return event.failures
+    reason = f"local rank {event.local_rank} made no progress for {event.idle_for:g}s"
+    global_rank = state.group_rank * state.local_world_size + event.local_rank
+    hang = WorkerFailure(
+        local_rank=event.local_rank,
+        global_rank=global_rank,
+        exitcode=None,
+        signal=None,
+        at=event.now,
+        reason=reason,
+    )
+    return (hang,)
+
+
+def _describe(failures: tuple[WorkerFailure, ...]) -> str:
+    root = failures[0]
+    more = f" (+{len(failures) - 1} more)" if len(failures) > 1 else ""
+    return f"worker local rank {root.local_rank} failed: {root.reason or 'no reason'}{more}"
+
+
+def restart_after_failure(state: AgentState, event: FailureEvent, config: AgentConfig) -> Out:
+    reason = _describe(_failures(state, event))
+    effects = (ev.StopWorkers(reason=reason), ev.JoinRendezvous(failure=True))
+    return evolve(state, last_failure=reason), effects
+
+
+def fail_job(state: AgentState, event: FailureEvent, config: AgentConfig) -> Out:
+    failures = _failures(state, event)
+    reason = _describe(failures)
+    closing = "workers failed, budget exhausted"
+    effects = (
+        ev.StopWorkers(reason=reason),
+        ev.CloseRendezvous(outcome="failed", reason=closing),
+        ev.ReportFailure(reason=reason, exit_code=EXIT_WORKERS_FAILED, failures=failures),
+    )
+    return _finish(state, EXIT_WORKERS_FAILED, reason), effects
+
+
+def scale_up(state: AgentState, event: ev.NodesWaiting, config: AgentConfig) -> Out:
+    effects = (
+        ev.StopWorkers(reason="scale_up"),
+        ev.OpenNextRound(reason="scale_up", after_round=state.round),
+        ev.JoinRendezvous(failure=False),
+    )
+    return state, effects
+
+
+def rejoin(state: AgentState, event: ev.NextRoundOpened, config: AgentConfig) -> Out:
+    reason = f"round {event.round} opened: {event.reason}"
+    return state, (*_stop_if_running(state, reason), ev.JoinRendezvous(failure=False))
+
+
+def close_succeeded(state: AgentState, event: ev.ExitBarrierPassed, config: AgentConfig) -> Out:
+    close = ev.CloseRendezvous(outcome="succeeded", reason="every node finished")
+    return _finish(state, EXIT_OK), (close,)
+
+
+def succeed_unconfirmed(
+    state: AgentState, event: ev.ExitBarrierTimedOut, config: AgentConfig
+) -> Out:
+    warning = Emit(
+        name="agent.warning",
+        fields=(("reason", "exit barrier timed out"), ("round", state.round)),
+    )
+    leave = ev.LeaveRendezvous(reason="exit barrier timed out")
+    return _finish(state, EXIT_OK), (warning, leave)
+
+
+def follow_close(state: AgentState, event: ev.RendezvousClosed, config: AgentConfig) -> Out:
+    reason = f"rendezvous closed ({event.outcome}): {event.reason}".rstrip(": ")
+    stop = _stop_if_running(state, reason)
+    if event.outcome == "succeeded":
+        return _finish(state, EXIT_OK), stop
+    report = ev.ReportFailure(reason=reason, exit_code=EXIT_WORKERS_FAILED)
+    return _finish(state, EXIT_WORKERS_FAILED, reason), (*stop, report)
+
+
+def interrupted(state: AgentState, event: ev.SignalReceived, config: AgentConfig) -> Out:
+    reason = f"interrupted by signal {event.signum}"
+    code = EXIT_SIGNAL_BASE + event.signum
+    joined = state.phase is not AgentPhase.INIT
+    leave = (ev.LeaveRendezvous(reason=reason),) if joined else ()
+    report = ev.ReportFailure(reason=reason, exit_code=code)
+    return _finish(state, code, reason), (*_stop_if_running(state, reason), *leave, report)

@@ -1,0 +1,71 @@
+"""The agent's guards: pure questions about (state, observation, config), one line of prose each."""
+
+from __future__ import annotations
+
+from tpelastic.core.agent import events as ev
+from tpelastic.core.agent.states import AgentConfig, AgentState
+from tpelastic.core.restart_budget import can_restart
+
+FailureEvent = ev.WorkersFailed | ev.WorkerStuck
+
+
+def _round_shape_ok(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> bool:
+    return (
+        event.round > state.round
+        and event.group_rank < event.group_world_size
+        and config.min_nodes <= event.group_world_size <= config.max_nodes
+        and event.restart_count >= state.restart_count
+    )
+
+
+def round_fits(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> bool:
+    """Is the round newer, well formed, and within the restart budget?"""
+    in_budget = event.restart_count <= config.max_restarts
+    return _round_shape_ok(state, event, config) and in_budget
+
+
+def round_over_budget(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> bool:
+    """Is the round newer and well formed but its restart count past max_restarts?"""
+    over = event.restart_count > config.max_restarts
+    return _round_shape_ok(state, event, config) and over
+
+
+def _rank_known(state: AgentState, event: FailureEvent) -> bool:
+    return not isinstance(event, ev.WorkerStuck) or event.local_rank < state.local_world_size
+
+
+def budget_left(state: AgentState, event: FailureEvent, config: AgentConfig) -> bool:
+    """May the job restart once more (restart_count < max_restarts)?"""
+    left = can_restart(state.restart_count, config.max_restarts)
+    return _rank_known(state, event) and left
+
+
+def budget_spent(state: AgentState, event: FailureEvent, config: AgentConfig) -> bool:
+    """Has the job used every restart it may (restart_count >= max_restarts)?"""
+    left = can_restart(state.restart_count, config.max_restarts)
+    return _rank_known(state, event) and not left
+
+
+def room_for_waiting(state: AgentState, event: ev.NodesWaiting, config: AgentConfig) -> bool:
+    """Are nodes waiting and is the world below max_nodes?"""
+    return event.count > 0 and state.group_world_size < config.max_nodes
+
+
+def no_room_for_waiting(state: AgentState, event: ev.NodesWaiting, config: AgentConfig) -> bool:
+    """Is nobody waiting, or is the world already at max_nodes?"""
+    return not room_for_waiting(state, event, config)
+
+
+def newer_round(state: AgentState, event: ev.NextRoundOpened, config: AgentConfig) -> bool:
+    """Is the opened round newer than the one this node is in?"""
+    return event.round > state.round
+
+
+def closed_succeeded(state: AgentState, event: ev.RendezvousClosed, config: AgentConfig) -> bool:
+    """Was the rendezvous closed because the job succeeded?"""
+    return event.outcome == "succeeded"
+
+
+def closed_failed(state: AgentState, event: ev.RendezvousClosed, config: AgentConfig) -> bool:
+    """Was the rendezvous closed because the job failed?"""
+    return event.outcome == "failed"

@@ -1,0 +1,78 @@
+"""The agent's phases, configuration, state and exit codes."""
+
+from __future__ import annotations
+
+import enum
+
+from attrs import field, frozen, validators
+
+# Exit codes of an agent (the process exit status of `tpelastic` for a finished agent).
+EXIT_OK = 0  # the local workers succeeded
+EXIT_WORKERS_FAILED = 1  # workers failed with no budget left, or the job failed elsewhere
+EXIT_USAGE = 2  # reserved for the CLI: bad arguments never reach the agent
+EXIT_RENDEZVOUS_FAILED = 3  # the world could not be formed (timeout, closed, connection lost)
+EXIT_SIGNAL_BASE = 128  # 128 + signum: the agent was interrupted by that signal
+
+
+class AgentPhase(enum.Enum):
+    INIT = "INIT"  # created, not yet joined
+    RENDEZVOUS = "RENDEZVOUS"  # joining / waiting for a round to complete; no local workers run
+    RUNNING = "RUNNING"  # the round's workers were started and may be running
+    EXIT_BARRIER = "EXIT_BARRIER"  # local workers succeeded; waiting for the rest of the world
+    SUCCEEDED = "SUCCEEDED"  # terminal: exit code 0
+    FAILED = "FAILED"  # terminal: exit code 1, 3 or 128 + signum
+
+
+TERMINAL = frozenset({AgentPhase.SUCCEEDED, AgentPhase.FAILED})
+LIVE = frozenset(set(AgentPhase) - TERMINAL)
+
+
+def _nodes_ordered(instance: AgentConfig, _attribute: object, value: int) -> None:
+    if value < instance.min_nodes:
+        raise ValueError(f"max_nodes must be >= min_nodes={instance.min_nodes}, got {value!r}")
+
+
+@frozen(kw_only=True)
+class AgentConfig:
+    """What every agent of a job agrees on (the same spec runs on every node)."""
+
+    max_restarts: int = field(validator=validators.ge(0))
+    min_nodes: int = field(validator=validators.ge(1))
+    max_nodes: int = field(validator=_nodes_ordered)
+    local_world_size: int = field(default=1, validator=validators.ge(1))
+    role: str = field(default="default", validator=validators.min_len(1))
+
+
+@frozen(kw_only=True)
+class AgentState:
+    """One agent's knowledge: where it is in the run and what its current world is."""
+
+    phase: AgentPhase = AgentPhase.INIT
+    round: int = field(default=-1, validator=validators.ge(-1))  # -1: no round joined yet
+    group_rank: int = field(default=-1, validator=validators.ge(-1))
+    group_world_size: int = field(default=0, validator=validators.ge(0))
+    # The job-wide count agreed in the last round; never decreases.
+    restart_count: int = field(default=0, validator=validators.ge(0))
+    local_world_size: int = field(default=1, validator=validators.ge(1))
+    last_failure: str | None = None  # why the last attempt ended badly, if it did
+    exit_code: int | None = None  # set exactly when the phase is terminal
+
+
+def initial_state(config: AgentConfig) -> AgentState:
+    """The state of an agent that has not started yet."""
+    return AgentState(local_world_size=config.local_world_size)
+
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_RENDEZVOUS_FAILED",
+    "EXIT_SIGNAL_BASE",
+    "EXIT_USAGE",
+    "EXIT_WORKERS_FAILED",
+    "LIVE",
+    "TERMINAL",
+    "AgentConfig",
+    "AgentPhase",
+    "AgentState",
+    "initial_state",
+]

@@ -1,0 +1,178 @@
+"""Every decision of the agent (one node, one role) is in this file's table.
+
+The run loop only observes (rendezvous results, worker exits, nodes waiting, signals, timers) and
+carries out the effects a step returns, in order; it decides nothing. Guards are in guards.py and
+actions in actions.py, all pure. Rules the rows keep:
+
+* StopWorkers always comes before JoinRendezvous or OpenNextRound in one step: a node fences its
+  own workers before it takes part in a new world. Every step that leaves RUNNING stops workers.
+* A worker failure (or hang) with budget left re-joins reporting the failure; the next round's
+  closer spends one unit job-wide. With no budget left the job fails and the rendezvous is closed
+  for everyone.
+* A membership change (nodes waiting, a peer opening the next round) re-joins without a report,
+  so it spends nothing.
+* A signal leaves the rendezvous gracefully and never closes it for the others.
+"""
+
+from __future__ import annotations
+
+from tpelastic.core.agent import actions as act
+from tpelastic.core.agent import events as ev
+from tpelastic.core.agent import guards as gd
+from tpelastic.core.agent.states import AgentConfig, AgentPhase, AgentState
+from tpelastic.core.table import Action, Guard, Row, Step, build_table
+
+A = AgentPhase
+_JOINED = (A.RENDEZVOUS, A.RUNNING, A.EXIT_BARRIER)
+ROWS = (
+    Row(src=A.INIT, on=ev.AgentStarted, dst=A.RENDEZVOUS, action="join_fresh"),
+    Row(
+        src=A.RENDEZVOUS,
+        on=ev.RoundCompleted,
+        dst=A.RUNNING,
+        guard="round_fits",
+        action="start_workers",
+    ),
+    Row(
+        src=A.RENDEZVOUS,
+        on=ev.RoundCompleted,
+        dst=A.FAILED,
+        guard="round_over_budget",
+        action="fail_over_budget",
+        note="cannot happen while every node follows this table; fail rather than overspend",
+    ),
+    Row(src=A.RENDEZVOUS, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
+    Row(src=A.RUNNING, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
+    Row(
+        src=A.EXIT_BARRIER,
+        on=ev.RendezvousFailed,
+        dst=A.SUCCEEDED,
+        action="succeed_despite_rendezvous",
+        note="local workers did succeed; warn",
+    ),
+    Row(src=A.RUNNING, on=ev.WorkersSucceeded, dst=A.EXIT_BARRIER, action="enter_exit_barrier"),
+    *(
+        Row(
+            src=A.RUNNING,
+            on=on,
+            dst=A.RENDEZVOUS,
+            guard="budget_left",
+            action="restart_after_failure",
+            note="the next round spends one unit job-wide",
+        )
+        for on in (ev.WorkersFailed, ev.WorkerStuck)
+    ),
+    *(
+        Row(src=A.RUNNING, on=on, dst=A.FAILED, guard="budget_spent", action="fail_job")
+        for on in (ev.WorkersFailed, ev.WorkerStuck)
+    ),
+    Row(
+        src=A.RUNNING,
+        on=ev.NodesWaiting,
+        dst=A.RENDEZVOUS,
+        guard="room_for_waiting",
+        action="scale_up",
+        note="membership change: no budget spent",
+    ),
+    Row(
+        src=A.RUNNING,
+        on=ev.NodesWaiting,
+        dst=A.RUNNING,
+        guard="no_room_for_waiting",
+        note="nothing to do: nobody waits, or the world is full",
+    ),
+    Row(
+        src=A.RUNNING, on=ev.NextRoundOpened, dst=A.RENDEZVOUS, guard="newer_round", action="rejoin"
+    ),
+    Row(
+        src=A.EXIT_BARRIER,
+        on=ev.NextRoundOpened,
+        dst=A.RENDEZVOUS,
+        guard="newer_round",
+        action="rejoin",
+        note="a peer failed after we finished: rejoin",
+    ),
+    Row(
+        src=A.RENDEZVOUS,
+        on=ev.NextRoundOpened,
+        dst=A.RENDEZVOUS,
+        note="already joining: the rendezvous follows the newest round",
+    ),
+    Row(src=A.EXIT_BARRIER, on=ev.ExitBarrierPassed, dst=A.SUCCEEDED, action="close_succeeded"),
+    Row(
+        src=A.EXIT_BARRIER,
+        on=ev.ExitBarrierTimedOut,
+        dst=A.SUCCEEDED,
+        action="succeed_unconfirmed",
+        note="local workers did succeed; warn and leave without closing",
+    ),
+    *(
+        Row(src=src, on=ev.RendezvousClosed, dst=dst, guard=guard, action="follow_close")
+        for src in _JOINED
+        for dst, guard in ((A.SUCCEEDED, "closed_succeeded"), (A.FAILED, "closed_failed"))
+    ),
+    *(
+        Row(src=src, on=ev.SignalReceived, dst=A.FAILED, action="interrupted")
+        for src in (A.INIT, *_JOINED)
+    ),
+)
+
+GUARDS: dict[str, Guard] = {
+    "round_fits": gd.round_fits,
+    "round_over_budget": gd.round_over_budget,
+    "budget_left": gd.budget_left,
+    "budget_spent": gd.budget_spent,
+    "room_for_waiting": gd.room_for_waiting,
+    "no_room_for_waiting": gd.no_room_for_waiting,
+    "newer_round": gd.newer_round,
+    "closed_succeeded": gd.closed_succeeded,
+    "closed_failed": gd.closed_failed,
+}
+ACTIONS: dict[str, Action] = {
+    "join_fresh": act.join_fresh,
+    "start_workers": act.start_workers,
+    "fail_over_budget": act.fail_over_budget,
+    "fail_rendezvous": act.fail_rendezvous,
+    "succeed_despite_rendezvous": act.succeed_despite_rendezvous,
+    "enter_exit_barrier": act.enter_exit_barrier,
+    "restart_after_failure": act.restart_after_failure,
+    "fail_job": act.fail_job,
+    "scale_up": act.scale_up,
+    "rejoin": act.rejoin,
+    "close_succeeded": act.close_succeeded,
+    "succeed_unconfirmed": act.succeed_unconfirmed,
+    "follow_close": act.follow_close,
+    "interrupted": act.interrupted,
+}
+
+TABLE = build_table(
+    name="agent",
+    phases=AgentPhase,
+    initial=A.INIT,
+    events=ev.AGENT_EVENTS,
+    rows=ROWS,
+    guards=GUARDS,
+    actions=ACTIONS,
+    terminal=frozenset({A.SUCCEEDED, A.FAILED}),
+    doc=(
+        "Every decision of the agent (one node, one role) is in this table; guards and actions "
+        "live in `tpelastic/core/agent/guards.py` and `actions.py`. The run loop only observes and carries out the "
+        "effects, in order. StopWorkers always comes before JoinRendezvous or OpenNextRound in "
+        "one step: a node fences its own workers before it takes part in a new world. A worker "
+        "failure or hang re-joins reporting the failure while `restart_count < max_restarts` "
+        "(the next round spends one unit job-wide) and otherwise fails the job and closes the "
+        "rendezvous; a membership change re-joins without spending; a signal leaves gracefully "
+        "and never closes the rendezvous. Exit codes: 0 succeeded, 1 workers failed with no "
+        "budget left (or the job failed elsewhere), 3 rendezvous failed, 128+signum interrupted."
+    ),
+)
+
+
+def step(state: AgentState, event: ev.AgentEventT, config: AgentConfig) -> Step[AgentState]:
+    """Decide what the agent does after one observation.
+
+    Returns:
+        The next state and the effects to carry out, in order. An observation with no row (or
+        whose guards all fail) leaves ``state`` unchanged and returns one ``Rejected`` effect.
+    """
+    return TABLE.step(state, event, config)

@@ -1,0 +1,295 @@
+"""The worker machine: the lifecycle of one worker slot (one local rank of one group).
+
+Every transition of a worker slot is in :data:`TABLE`; guards and actions are the small pure
+functions below and nothing else changes a :class:`Worker`. The machine does not know which node it
+runs on, never reads a clock (every event carries ``now``) and performs no I/O: the driver feeds it
+what the process adapter observed.
+
+A slot lives for one attempt. ``SUCCEEDED``, ``FAILED`` and ``STOPPED`` are terminal: a restart
+builds new slots from the next rendezvous round instead of reviving old ones, so a slot's ``pid``
+and exit status are facts about exactly one process.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+from attrs import evolve, field, frozen, validators
+
+from tpelastic.core.table import Row, Step, build_table
+from tpelastic.core.values import Instant
+
+
+class WorkerState(enum.Enum):
+    """Phase of one worker slot (and, folded, of a worker group)."""
+
+    INIT = "INIT"  # created, process not (yet confirmed) started
+    HEALTHY = "HEALTHY"  # running and making progress
+    UNHEALTHY = "UNHEALTHY"  # running but a hang was detected
+    SUCCEEDED = "SUCCEEDED"  # exited with code 0
+    FAILED = "FAILED"  # exited with an error code or a signal
+    STOPPED = "STOPPED"  # stopped on the agent's order
+    UNKNOWN = "UNKNOWN"  # the process vanished without an exit status
+
+
+def _non_negative(_instance: object, attribute: object, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{getattr(attribute, 'name', 'value')} must be >= 0, got {value!r}")
+
+
+def _below(limit_field: str) -> Callable[[object, object, int], None]:
+    def check(instance: object, attribute: object, value: int) -> None:
+        limit = getattr(instance, limit_field)
+        name = getattr(attribute, "name", "value")
+        if not 0 <= value < limit:
+            raise ValueError(f"{name} must be in [0, {limit_field}={limit}), got {value!r}")
+
+    return check
+
+
+@frozen(kw_only=True)
+class Worker:
+    """One worker slot: its ranks (fixed for the slot's life) and what is known of its process."""
+
+    world_size: int = field(validator=validators.ge(1))
+    role_world_size: int = field(validator=validators.ge(1))
+    local_rank: int = field(validator=_non_negative)
+    global_rank: int = field(validator=_below("world_size"))
+    role_rank: int = field(validator=_below("role_world_size"))
+    phase: WorkerState = WorkerState.INIT
+    pid: int | None = None  # set once, on start: one slot is one process
+    exitcode: int | None = None  # set on exit; None while running, stopped or lost
+    signal: str | None = None  # name of the signal that ended the process, if any
+    stalled_since: Instant | None = None  # when the current hang was first seen
+    ended_at: Instant | None = None  # when the exit or stop was observed
+
+
+# -- events: what the process adapter observed, each at the observer's ``now`` ------------------
+
+
+@frozen(kw_only=True)
+class WorkerStarted:
+    """The worker's process is running with this pid."""
+
+    now: Instant
+    pid: int = field(validator=validators.ge(1))
+
+
+@frozen(kw_only=True)
+class WorkerExited:
+    """The worker's process exited with ``exitcode`` (and ``signal`` if a signal ended it)."""
+
+    now: Instant
+    exitcode: int
+    signal: str | None = None
+
+
+@frozen(kw_only=True)
+class ProgressStalled:
+    """No progress was seen from the worker for longer than the hang limit."""
+
+    now: Instant
+
+
+@frozen(kw_only=True)
+class ProgressResumed:
+    """A stalled worker made progress again."""
+
+    now: Instant
+
+
+@frozen(kw_only=True)
+class WorkerStopped:
+    """The worker was stopped on the agent's order (its exit status is not a verdict)."""
+
+    now: Instant
+
+
+@frozen(kw_only=True)
+class WorkerLost:
+    """The worker's process vanished and no exit status could be collected (yet)."""
+
+    now: Instant
+
+
+WorkerEventT = (
+    WorkerStarted | WorkerExited | ProgressStalled | ProgressResumed | WorkerStopped | WorkerLost
+)
+WORKER_EVENTS: tuple[type, ...] = (
+    WorkerStarted,
+    WorkerExited,
+    ProgressStalled,
+    ProgressResumed,
+    WorkerStopped,
+    WorkerLost,
+)
+
+# -- guards -------------------------------------------------------------------------------------
+
+
+def exited_cleanly(state: Worker, event: WorkerExited, config: object) -> bool:
+    """Did the process exit with code 0 and no signal?"""
+    return event.exitcode == 0 and event.signal is None
+
+
+def exited_with_error(state: Worker, event: WorkerExited, config: object) -> bool:
+    """Did the process exit with a non-zero code or by a signal?"""
+    return not exited_cleanly(state, event, config)
+
+
+# -- actions ------------------------------------------------------------------------------------
+
+Out = tuple[Worker, tuple[object, ...]]
+
+
+def record_start(state: Worker, event: WorkerStarted, config: object) -> Out:
+    return evolve(state, pid=event.pid), ()
+
+
+def record_exit(state: Worker, event: WorkerExited, config: object) -> Out:
+    return evolve(state, exitcode=event.exitcode, signal=event.signal, ended_at=event.now), ()
+
+
+def record_stall(state: Worker, event: ProgressStalled, config: object) -> Out:
+    return evolve(state, stalled_since=event.now), ()
+
+
+def record_resume(state: Worker, event: ProgressResumed, config: object) -> Out:
+    return evolve(state, stalled_since=None), ()
+
+
+def record_stop(state: Worker, event: WorkerStopped, config: object) -> Out:
+    return evolve(state, ended_at=event.now, stalled_since=None), ()
+
+
+W = WorkerState
+ROWS = (
+    Row(src=W.INIT, on=WorkerStarted, dst=W.HEALTHY, action="record_start"),
+    Row(
+        src=W.INIT,
+        on=WorkerExited,
+        dst=W.FAILED,
+        guard="exited_with_error",
+        action="record_exit",
+        note="died before its start was confirmed; a clean exit here is rejected",
+    ),
+    Row(src=W.INIT, on=WorkerStopped, dst=W.STOPPED, action="record_stop"),
+    Row(
+        src=W.HEALTHY,
+        on=WorkerExited,
+        dst=W.SUCCEEDED,
+        guard="exited_cleanly",
+        action="record_exit",
+    ),
+    Row(
+        src=W.HEALTHY,
+        on=WorkerExited,
+        dst=W.FAILED,
+        guard="exited_with_error",
+        action="record_exit",
+    ),
+    Row(src=W.HEALTHY, on=ProgressStalled, dst=W.UNHEALTHY, action="record_stall"),
+    Row(src=W.HEALTHY, on=WorkerStopped, dst=W.STOPPED, action="record_stop"),
+    Row(src=W.HEALTHY, on=WorkerLost, dst=W.UNKNOWN),
+    Row(src=W.UNHEALTHY, on=ProgressResumed, dst=W.HEALTHY, action="record_resume"),
+    Row(
+        src=W.UNHEALTHY,
+        on=ProgressStalled,
+        dst=W.UNHEALTHY,
+        note="still stalled: the first stall time is kept",
+    ),
+    Row(
+        src=W.UNHEALTHY,
+        on=WorkerExited,
+        dst=W.SUCCEEDED,
+        guard="exited_cleanly",
+        action="record_exit",
+    ),
+    Row(
+        src=W.UNHEALTHY,
+        on=WorkerExited,
+        dst=W.FAILED,
+        guard="exited_with_error",
+        action="record_exit",
+    ),
+    Row(src=W.UNHEALTHY, on=WorkerStopped, dst=W.STOPPED, action="record_stop"),
+    Row(src=W.UNHEALTHY, on=WorkerLost, dst=W.UNKNOWN),
+    Row(
+        src=W.UNKNOWN,
+        on=WorkerExited,
+        dst=W.SUCCEEDED,
+        guard="exited_cleanly",
+        action="record_exit",
+        note="a late exit status settles a lost worker",
+    ),
+    Row(
+        src=W.UNKNOWN,
+        on=WorkerExited,
+        dst=W.FAILED,
+        guard="exited_with_error",
+        action="record_exit",
+    ),
+    Row(src=W.UNKNOWN, on=WorkerStopped, dst=W.STOPPED, action="record_stop"),
+)
+
+TERMINAL = frozenset({W.SUCCEEDED, W.FAILED, W.STOPPED})
+LIVE = frozenset({W.INIT, W.HEALTHY, W.UNHEALTHY, W.UNKNOWN})
+
+TABLE = build_table(
+    name="worker",
+    phases=WorkerState,
+    initial=W.INIT,
+    events=WORKER_EVENTS,
+    rows=ROWS,
+    guards={"exited_cleanly": exited_cleanly, "exited_with_error": exited_with_error},
+    actions={
+        "record_start": record_start,
+        "record_exit": record_exit,
+        "record_stall": record_stall,
+        "record_resume": record_resume,
+        "record_stop": record_stop,
+    },
+    terminal=TERMINAL,
+    doc=(
+        "Every transition of one worker slot is in this table; guards and actions are defined in "
+        "`tpelastic/core/worker.py` and nothing else changes a `Worker`. The table does not know "
+        "which node it runs on and reads no clock: each event carries `now`. A slot serves one "
+        "process for one attempt, so `SUCCEEDED`, `FAILED` and `STOPPED` are terminal; a restart "
+        "makes new slots. `STOPPED` is reachable only from the live phases (`INIT`, `HEALTHY`, "
+        "`UNHEALTHY`, `UNKNOWN`): a finished worker keeps its verdict when its group is stopped."
+    ),
+)
+
+
+def step(state: Worker, event: WorkerEventT, config: object = None) -> Step[Worker]:
+    """Apply one observation to one worker slot.
+
+    Args:
+        state: the slot as it is.
+        event: what the process adapter observed.
+        config: unused; present so every machine's ``step`` has the same shape.
+
+    Returns:
+        The next slot and its effects. An event the table has no row for (or whose guards all
+        fail) leaves ``state`` unchanged and returns one ``Rejected`` effect; it never raises.
+    """
+    return TABLE.step(state, event, config)
+
+
+__all__ = [
+    "LIVE",
+    "TABLE",
+    "TERMINAL",
+    "WORKER_EVENTS",
+    "ProgressResumed",
+    "ProgressStalled",
+    "Worker",
+    "WorkerEventT",
+    "WorkerExited",
+    "WorkerLost",
+    "WorkerStarted",
+    "WorkerState",
+    "WorkerStopped",
+    "step",
+]
