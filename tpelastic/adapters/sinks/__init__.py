@@ -1,0 +1,1 @@
+"""Sinks: where events and metrics go (null, console, logging, JSON lines, Prometheus)."""

@@ -1,0 +1,287 @@
+"""Event values, their JSON-lines form, the event handlers and ``record``.
+
+An event record is a log entry, not shared state, so it carries a wall-clock timestamp: it is
+never compared with another node's clock to decide anything. The JSON-lines schema (version 1) is
+documented in docs/observability.md; :func:`to_json_dict` and :func:`from_json_dict` are its only
+writer and reader.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import IO, Protocol, TypeAlias
+
+from attrs import field, frozen
+
+from tpelastic.core.values import Emit
+
+SCHEMA_VERSION = 1
+LOGGER_NAME = "tpelastic.events"
+_log = logging.getLogger(__name__)
+
+Json: TypeAlias = str | int | float | bool | None | list["Json"] | dict[str, "Json"]
+
+
+class EventSource(str, enum.Enum):
+    """Who an event is about."""
+
+    AGENT = "AGENT"
+    WORKER = "WORKER"
+
+
+class NodeState(str, enum.Enum):
+    """A node's lifecycle state as carried by rendezvous events."""
+
+    INIT = "INIT"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+
+def to_json_value(value: object) -> Json:
+    """``value`` as plain JSON: enums by name, sequences as lists, anything else by ``str``."""
+    # Enums first: a str- or int-valued enum is written by name, not as its value.
+    if isinstance(value, enum.Enum):
+        return value.name
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [to_json_value(v) for v in items]
+    return str(value)
+
+
+def _metadata(value: Mapping[str, object] | None) -> dict[str, Json]:
+    return {str(k): to_json_value(v) for k, v in (value or {}).items()}
+
+
+@frozen(kw_only=True)
+class Event:
+    """One agent or worker lifecycle event.
+
+    ``metadata`` holds JSON values only (the converter makes them so), so every event can be
+    written and read back unchanged.
+    """
+
+    name: str
+    source: EventSource
+    timestamp: float = 0.0
+    metadata: dict[str, Json] = field(factory=dict, converter=_metadata, hash=False)
+
+
+@frozen(kw_only=True)
+class RdzvEvent:
+    """A rendezvous progress event: which node did what in which round of which run."""
+
+    name: str
+    run_id: str
+    round: int
+    node: str
+    state: NodeState
+    rank: int | None = None
+    message: str = ""
+    timestamp: float = 0.0
+
+
+AnyEvent = Event | RdzvEvent
+
+
+def event_from_emit(
+    emit: Emit, source: EventSource = EventSource.AGENT, now_wall: float = 0.0
+) -> Event:
+    """The :class:`Event` for one ``Emit`` effect of the core, stamped with ``now_wall``.
+
+    The agent routes every transition's ``Emit`` through this to :func:`record`, so the event
+    stream replays the core's transitions in order.
+    """
+    return Event(name=emit.name, source=source, timestamp=now_wall, metadata=emit.as_dict())
+
+
+def to_json_dict(event: AnyEvent) -> dict[str, Json]:
+    """The schema-v1 object for ``event`` (see docs/observability.md)."""
+    if isinstance(event, Event):
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "event",
+            "name": event.name,
+            "source": event.source.value,
+            "timestamp": event.timestamp,
+            "metadata": dict(event.metadata),
+        }
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "rdzv",
+        "name": event.name,
+        "run_id": event.run_id,
+        "round": event.round,
+        "node": event.node,
+        "state": event.state.value,
+        "rank": event.rank,
+        "message": event.message,
+        "timestamp": event.timestamp,
+    }
+
+
+def from_json_dict(obj: Mapping[str, object]) -> AnyEvent:
+    """Read one schema-v1 object back.
+
+    Raises:
+        ValueError: naming the problem for another schema version, an unknown kind or a missing
+            or ill-typed field.
+    """
+    if obj.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"unsupported event schema_version {obj.get('schema_version')!r}")
+    try:
+        if obj.get("kind") == "event":
+            return Event(
+                name=str(obj["name"]),
+                source=EventSource(obj["source"]),
+                timestamp=float(obj["timestamp"]),  # type: ignore[arg-type]
+                metadata=obj["metadata"],  # type: ignore[arg-type]
+            )
+        if obj.get("kind") == "rdzv":
+            rank = obj.get("rank")
+            return RdzvEvent(
+                name=str(obj["name"]),
+                run_id=str(obj["run_id"]),
+                round=int(obj["round"]),  # type: ignore[call-overload]
+                node=str(obj["node"]),
+                state=NodeState(obj["state"]),
+                rank=None if rank is None else int(rank),  # type: ignore[call-overload]
+                message=str(obj.get("message", "")),
+                timestamp=float(obj["timestamp"]),  # type: ignore[arg-type]
+            )
+    except KeyError as exc:
+        raise ValueError(f"event record lacks field {exc.args[0]!r}") from None
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"event record has a bad field: {exc}") from None
+    raise ValueError(f"unknown event kind {obj.get('kind')!r}")
+
+
+def to_json_line(event: AnyEvent) -> str:
+    """One line of JSON (no newline inside), keys sorted so files diff cleanly."""
+    return json.dumps(to_json_dict(event), sort_keys=True, separators=(",", ":"))
+
+
+def read_json_lines(path: str | os.PathLike[str]) -> list[AnyEvent]:
+    """Every event of a JSON-lines file, in file order; blank lines are skipped.
+
+    Raises:
+        ValueError: naming the file and line number of the first line that does not parse.
+        OSError: if the file cannot be read.
+    """
+    events: list[AnyEvent] = []
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                events.append(from_json_dict(json.loads(line)))
+            except ValueError as exc:  # json.JSONDecodeError is a ValueError too
+                raise ValueError(f"{os.fspath(path)}:{number}: {exc}") from None
+    return events
+
+
+class EventHandler(Protocol):
+    """Where events go. ``handle`` must neither block for long nor raise."""
+
+    def handle(self, event: AnyEvent) -> None: ...
+
+
+class NullEventHandler:
+    """Drops every event."""
+
+    def handle(self, event: AnyEvent) -> None:
+        return None
+
+
+class ConsoleEventHandler:
+    """Writes each event as one JSON line to a stream (stderr unless given)."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self._stream = stream
+
+    def handle(self, event: AnyEvent) -> None:
+        stream = self._stream if self._stream is not None else sys.stderr
+        try:
+            stream.write(to_json_line(event) + "\n")
+            stream.flush()
+        except (OSError, ValueError):  # a closed stream must not take the agent down
+            pass
+
+
+class LoggingEventHandler:
+    """Logs each event as one JSON line at INFO on the ``tpelastic.events`` logger."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self._logger = logger or logging.getLogger(LOGGER_NAME)
+
+    def handle(self, event: AnyEvent) -> None:
+        self._logger.info("%s", to_json_line(event))
+
+
+class JsonLinesEventHandler:
+    """Appends each event as one line to a file (schema in docs/observability.md).
+
+    Each record is written with a single ``write`` on an ``O_APPEND`` descriptor, so several
+    processes may share one file without interleaving lines. A write that fails is reported once
+    on the module logger and the event is dropped: recording must never stop the job.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._warned = False
+
+    def handle(self, event: AnyEvent) -> None:
+        data = (to_json_line(event) + "\n").encode("utf-8")
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                _log.warning("cannot write events to %s: %s (dropping them)", self.path, exc)
+
+
+_FACTORIES: Mapping[str, Callable[[], EventHandler]] = {
+    "null": NullEventHandler,
+    "console": ConsoleEventHandler,
+    "logging": LoggingEventHandler,
+}
+
+
+def get_event_handler(destination: str) -> EventHandler:
+    """The handler a destination name stands for.
+
+    Names: ``null``, ``console``, ``logging`` and ``jsonl:<path>``.
+
+    Raises:
+        ValueError: naming the unknown destination and the known ones.
+    """
+    if destination.startswith("jsonl:") and len(destination) > len("jsonl:"):
+        return JsonLinesEventHandler(destination[len("jsonl:") :])
+    factory = _FACTORIES.get(destination)
+    if factory is None:
+        known = ", ".join([*_FACTORIES, "jsonl:<path>"])
+        raise ValueError(f"unknown event destination {destination!r}; known: {known}")
+    return factory()
+
+
+def record(event: AnyEvent, destination: str | EventHandler = "null") -> None:
+    """Send ``event`` to ``destination``: a handler object or a name for :func:`get_event_handler`.
+
+    Raises:
+        ValueError: only for an unknown destination name; handlers themselves never raise.
+    """
+    handler = get_event_handler(destination) if isinstance(destination, str) else destination
+    handler.handle(event)

@@ -1,0 +1,211 @@
+"""Metrics: values, handlers, the process-wide routing of groups to handlers, ``prof``.
+
+``put_metric`` and ``prof`` are called from deep inside training code and from the agent, where
+no handler can be passed down, so routing is held by one :class:`MetricsRouter` per process
+(:data:`DEFAULT_ROUTER`). It is the only process-wide state here; tests and the agent may build
+their own router and pass it explicitly instead.
+
+Metric names the agent publishes are listed in :class:`AgentMetric` and docs/observability.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import IO, Any, Protocol, TypeVar, overload
+
+from attrs import field, frozen
+
+DEFAULT_GROUP = "tpelastic"
+LOGGER_NAME = "tpelastic.metrics"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@frozen(kw_only=True)
+class MetricData:
+    """One observation: ``value`` of ``name`` in ``group`` at wall-clock ``timestamp``."""
+
+    timestamp: float
+    group: str
+    name: str
+    value: float
+
+
+class AgentMetric:
+    """Names of the metrics the agent publishes (group ``tpelastic``); see docs/observability.md.
+
+    Names ending in ``.`` take a suffix: ``workers.HEALTHY``, ``failures.timeout``.
+    """
+
+    RDZV_DURATION_S = "rendezvous.duration_s"
+    RDZV_ROUND = "rendezvous.round"
+    RESTARTS_USED = "restarts.used"
+    RESTARTS_LEFT = "restarts.left"
+    WORKERS_PREFIX = "workers."
+    FAILURES_PREFIX = "failures."
+
+
+class MetricHandler(Protocol):
+    """Where metrics go. ``emit`` must neither block for long nor raise."""
+
+    def emit(self, data: MetricData) -> None: ...
+
+
+class NullMetricHandler:
+    """Drops every metric."""
+
+    def emit(self, data: MetricData) -> None:
+        return None
+
+
+def format_metric(data: MetricData) -> str:
+    """``[group][timestamp]: name=value``, the console and logging line format."""
+    return f"[{data.group}][{data.timestamp:.3f}]: {data.name}={data.value:g}"
+
+
+class ConsoleMetricHandler:
+    """Prints each metric as one line to a stream (stdout unless given)."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self._stream = stream
+
+    def emit(self, data: MetricData) -> None:
+        stream = self._stream if self._stream is not None else sys.stdout
+        try:
+            stream.write(format_metric(data) + "\n")
+            stream.flush()
+        except (OSError, ValueError):  # a closed stream must not take the caller down
+            pass
+
+
+class LoggingMetricHandler:
+    """Logs each metric as one line at INFO on the ``tpelastic.metrics`` logger."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self._logger = logger or logging.getLogger(LOGGER_NAME)
+
+    def emit(self, data: MetricData) -> None:
+        self._logger.info("%s", format_metric(data))
+
+
+def _handler_names(value: Mapping[str, str]) -> dict[str, str]:
+    out = dict(value)
+    for group, name in out.items():
+        if name not in _SIMPLE_HANDLERS:
+            raise ValueError(
+                f"metrics group {group!r}: unknown handler {name!r}; "
+                f"known: {', '.join(_SIMPLE_HANDLERS)} (build others, e.g. Prometheus, in code)"
+            )
+    return out
+
+
+_SIMPLE_HANDLERS: Mapping[str, Callable[[], MetricHandler]] = {
+    "null": NullMetricHandler,
+    "console": ConsoleMetricHandler,
+    "logging": LoggingMetricHandler,
+}
+
+
+@frozen(kw_only=True)
+class MetricsConfig:
+    """Which handler each metric group goes to, by name (``null``, ``console``, ``logging``).
+
+    Attributes:
+        groups: group name -> handler name.
+        default: handler name for groups not listed.
+    """
+
+    groups: dict[str, str] = field(factory=dict, converter=_handler_names, hash=False)
+    default: str = field(default="null")
+
+    @default.validator
+    def _check_default(self, _attribute: object, value: str) -> None:
+        _handler_names({"<default>": value})
+
+
+class MetricsRouter:
+    """Maps metric groups to handlers; thread-safe. A missing group goes to the default."""
+
+    def __init__(self, default: MetricHandler | None = None) -> None:
+        self._lock = threading.Lock()
+        self._groups: dict[str, MetricHandler] = {}
+        self._default: MetricHandler = default or NullMetricHandler()
+
+    def configure(self, handler: MetricHandler, group: str | None = None) -> None:
+        """Route ``group`` (every group without its own handler, if None) to ``handler``."""
+        with self._lock:
+            if group is None:
+                self._default = handler
+            else:
+                self._groups[group] = handler
+
+    def handler_for(self, group: str) -> MetricHandler:
+        with self._lock:
+            return self._groups.get(group, self._default)
+
+    def put(self, name: str, value: float, group: str = DEFAULT_GROUP) -> None:
+        """Send one observation, stamped now, to the group's handler."""
+        data = MetricData(timestamp=time.time(), group=group, name=name, value=float(value))
+        self.handler_for(group).emit(data)
+
+
+DEFAULT_ROUTER = MetricsRouter()
+
+
+def configure(handler: MetricHandler, group: str | None = None) -> None:
+    """Route metrics of ``group`` (all unrouted groups if None) to ``handler``, process-wide."""
+    DEFAULT_ROUTER.configure(handler, group)
+
+
+def initialize_metrics(config: MetricsConfig, router: MetricsRouter | None = None) -> None:
+    """Apply ``config`` to ``router`` (the process-wide one by default)."""
+    target = router or DEFAULT_ROUTER
+    target.configure(_SIMPLE_HANDLERS[config.default]())
+    for group, name in config.groups.items():
+        target.configure(_SIMPLE_HANDLERS[name](), group)
+
+
+def put_metric(name: str, value: float, group: str = DEFAULT_GROUP) -> None:
+    """Publish ``value`` for ``name`` in ``group`` through the process-wide routing.
+
+    Raises:
+        TypeError / ValueError: if ``value`` is not a number.
+    """
+    DEFAULT_ROUTER.put(name, value, group)
+
+
+@overload
+def prof(fn: F, group: str = DEFAULT_GROUP) -> F: ...
+@overload
+def prof(fn: None = None, group: str = DEFAULT_GROUP) -> Callable[[F], F]: ...
+def prof(fn: F | None = None, group: str = DEFAULT_GROUP) -> F | Callable[[F], F]:
+    """Decorator: time each call of a function and count its successes and failures.
+
+    Publishes ``<qualname>.duration.ms`` (every call) and ``<qualname>.success`` or
+    ``<qualname>.failure`` (value 1) to ``group``. Use as ``@prof`` or ``@prof(group="x")``.
+    The function's exception, if any, propagates unchanged after the failure is counted.
+    """
+
+    def wrap(func: F) -> F:
+        key = getattr(func, "__qualname__", getattr(func, "__name__", "fn"))
+
+        @functools.wraps(func)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            outcome = "failure"
+            try:
+                result = func(*args, **kwargs)
+                outcome = "success"
+                return result
+            finally:
+                put_metric(f"{key}.{outcome}", 1, group)
+                put_metric(f"{key}.duration.ms", (time.perf_counter() - start) * 1000.0, group)
+
+        return timed  # type: ignore[return-value]
+
+    return wrap(fn) if fn is not None else wrap
