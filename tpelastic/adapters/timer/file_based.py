@@ -1,0 +1,173 @@
+"""Timers over a named pipe: for subprocess workers, which share no queue with the agent.
+
+The server creates a FIFO at ``path``; each client request is one JSON line written with a single
+``write`` of fewer than ``PIPE_BUF`` bytes, which the kernel delivers whole even when many workers
+write at once. Line format: ``{"pid": int, "scope": str, "deadline": float, "release": bool}``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import select
+import signal
+import stat
+import time
+
+from tpelastic.adapters.timer.api import ExpiredCallback, TimerRequest, TimerServer
+
+_log = logging.getLogger(__name__)
+_WRITE_TIMEOUT_S = 5.0
+
+
+class FileTimerClient:
+    """Sends this process's deadlines to a :class:`FileTimerServer` listening on ``path``.
+
+    Raises (from acquire/release):
+        RuntimeError: naming the path when no server is listening, or when the pipe stays full
+            for 5 s. ValueError: when a request would not fit in one atomic pipe write.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+
+    def acquire(self, scope_id: str, expiration_time: float) -> None:
+        self._send(
+            TimerRequest(worker_id=os.getpid(), scope_id=scope_id, expiration_time=expiration_time)
+        )
+
+    def release(self, scope_id: str) -> None:
+        self._send(TimerRequest(worker_id=os.getpid(), scope_id=scope_id, release=True))
+
+    def _send(self, request: TimerRequest) -> None:
+        line = json.dumps(
+            {
+                "pid": request.worker_id,
+                "scope": request.scope_id,
+                "deadline": request.expiration_time,
+                "release": request.release,
+            }
+        )
+        data = (line + "\n").encode("utf-8")
+        if len(data) > select.PIPE_BUF:
+            raise ValueError(
+                f"timer scope too long ({len(data)} bytes a request, max {select.PIPE_BUF})"
+            )
+        try:
+            # Non-blocking open fails at once (ENXIO) when nobody reads, instead of hanging.
+            fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise RuntimeError(
+                f"no timer server is listening at {self.path}: {exc.strerror}"
+            ) from None
+        try:
+            deadline = time.monotonic() + _WRITE_TIMEOUT_S
+            while True:
+                try:
+                    os.write(fd, data)
+                    return
+                except BlockingIOError:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise RuntimeError(
+                            f"timer pipe {self.path} stayed full for {_WRITE_TIMEOUT_S} s"
+                        ) from None
+                    select.select([], [fd], [], left)
+        finally:
+            os.close(fd)
+
+
+class FifoRequestQueue:
+    """Reads request lines from a FIFO it creates; :meth:`close` removes the FIFO.
+
+    Raises:
+        FileExistsError: when ``path`` exists and is not a FIFO (never overwrite a user's file).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        try:
+            os.mkfifo(self.path, 0o600)
+        except FileExistsError:
+            if not stat.S_ISFIFO(os.stat(self.path).st_mode):
+                raise FileExistsError(f"{self.path} exists and is not a named pipe") from None
+        self._read_fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        # Holding a write end ourselves means the pipe never reports end-of-file between
+        # clients, so select() blocks quietly instead of spinning.
+        self._keep_fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+        self._partial = b""
+
+    def get(self, size: int, timeout: float) -> list[TimerRequest]:
+        ready, _, _ = select.select([self._read_fd], [], [], timeout)
+        if not ready:
+            return []
+        chunks = [self._partial]
+        while True:
+            try:
+                chunk = os.read(self._read_fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        *lines, self._partial = b"".join(chunks).split(b"\n")
+        return [r for r in (self._parse(line) for line in lines if line) if r is not None]
+
+    def _parse(self, line: bytes) -> TimerRequest | None:
+        try:
+            obj = json.loads(line)
+            return TimerRequest(
+                worker_id=int(obj["pid"]),
+                scope_id=str(obj["scope"]),
+                expiration_time=float(obj["deadline"]),
+                release=bool(obj["release"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            _log.warning("ignoring a malformed timer request on %s: %s", self.path, exc)
+            return None
+
+    def close(self) -> None:
+        """Close both ends and remove the FIFO; idempotent."""
+        for fd in (self._read_fd, self._keep_fd):
+            try:
+                os.close(fd)
+            except OSError as exc:
+                if exc.errno != errno.EBADF:
+                    raise
+        self._read_fd = self._keep_fd = -1
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class FileTimerServer(TimerServer):
+    """A :class:`TimerServer` listening on a named pipe at ``path`` (created on construction).
+
+    Give workers the path in ``TPELASTIC_TIMER_FILE`` so their default client finds it.
+
+    Args:
+        path: where to create the FIFO; its directory must exist.
+        max_interval, kill_signal, on_expired: as for :class:`TimerServer`.
+
+    Raises:
+        FileExistsError: when ``path`` is an existing non-FIFO file.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        max_interval: float = 1.0,
+        kill_signal: int = signal.SIGKILL if hasattr(signal, "SIGKILL") else signal.SIGTERM,
+        on_expired: ExpiredCallback | None = None,
+    ) -> None:
+        self._fifo = FifoRequestQueue(path)
+        self.path = self._fifo.path
+        super().__init__(self._fifo, max_interval, kill_signal, on_expired)
+
+    def stop(self) -> None:
+        """Stop the thread, then remove the FIFO; idempotent."""
+        super().stop()
+        self._fifo.close()
