@@ -195,6 +195,7 @@ def rerendezvous(state: BudgetState, event: MembershipChanged, config: BudgetCon
 
 
 B = BudgetPhase
+# Rows are grouped by event, then by source phase: the order the exported table shows them in.
 ROWS = (
     Row(
         src=B.AVAILABLE,
@@ -212,14 +213,6 @@ ROWS = (
         note="the restart this round runs is the last one allowed",
     ),
     Row(
-        src=B.AVAILABLE,
-        on=FailureReported,
-        dst=B.AVAILABLE,
-        action="request_restart",
-        note="one unit is spent when the next round's closer counts the report",
-    ),
-    Row(src=B.AVAILABLE, on=MembershipChanged, dst=B.AVAILABLE, action="rerendezvous"),
-    Row(
         src=B.EXHAUSTED,
         on=RoundAgreed,
         dst=B.EXHAUSTED,
@@ -227,7 +220,15 @@ ROWS = (
         action="adopt_count",
         note="a membership round after the budget ran out spends nothing",
     ),
+    Row(
+        src=B.AVAILABLE,
+        on=FailureReported,
+        dst=B.AVAILABLE,
+        action="request_restart",
+        note="one unit is spent when the next round's closer counts the report",
+    ),
     Row(src=B.EXHAUSTED, on=FailureReported, dst=B.EXHAUSTED, action="fail_job"),
+    Row(src=B.AVAILABLE, on=MembershipChanged, dst=B.AVAILABLE, action="rerendezvous"),
     Row(src=B.EXHAUSTED, on=MembershipChanged, dst=B.EXHAUSTED, action="rerendezvous"),
 )
 

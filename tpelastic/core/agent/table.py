@@ -23,6 +23,7 @@ from tpelastic.core.agent.states import AgentConfig, AgentPhase, AgentState
 from tpelastic.core.table import Action, Guard, Row, Step, build_table
 
 A = AgentPhase
+# Rows are grouped by event, then by source phase: the order the exported table shows them in.
 _JOINED = (A.RENDEZVOUS, A.RUNNING, A.EXIT_BARRIER)
 ROWS = (
     Row(src=A.INIT, on=ev.AgentStarted, dst=A.RENDEZVOUS, action="join_fresh"),
@@ -52,19 +53,19 @@ ROWS = (
     ),
     Row(src=A.RUNNING, on=ev.WorkersSucceeded, dst=A.EXIT_BARRIER, action="enter_exit_barrier"),
     *(
-        Row(
-            src=A.RUNNING,
-            on=on,
-            dst=A.RENDEZVOUS,
-            guard="budget_left",
-            action="restart_after_failure",
-            note="the next round spends one unit job-wide",
+        row
+        for on in (ev.WorkersFailed, ev.WorkerStuck)
+        for row in (
+            Row(
+                src=A.RUNNING,
+                on=on,
+                dst=A.RENDEZVOUS,
+                guard="budget_left",
+                action="restart_after_failure",
+                note="the next round spends one unit job-wide",
+            ),
+            Row(src=A.RUNNING, on=on, dst=A.FAILED, guard="budget_spent", action="fail_job"),
         )
-        for on in (ev.WorkersFailed, ev.WorkerStuck)
-    ),
-    *(
-        Row(src=A.RUNNING, on=on, dst=A.FAILED, guard="budget_spent", action="fail_job")
-        for on in (ev.WorkersFailed, ev.WorkerStuck)
     ),
     Row(
         src=A.RUNNING,
@@ -156,14 +157,15 @@ TABLE = build_table(
     terminal=frozenset({A.SUCCEEDED, A.FAILED}),
     doc=(
         "Every decision of the agent (one node, one role) is in this table; guards and actions "
-        "live in `tpelastic/core/agent/guards.py` and `actions.py`. The run loop only observes and carries out the "
-        "effects, in order. StopWorkers always comes before JoinRendezvous or OpenNextRound in "
-        "one step: a node fences its own workers before it takes part in a new world. A worker "
-        "failure or hang re-joins reporting the failure while `restart_count < max_restarts` "
-        "(the next round spends one unit job-wide) and otherwise fails the job and closes the "
-        "rendezvous; a membership change re-joins without spending; a signal leaves gracefully "
-        "and never closes the rendezvous. Exit codes: 0 succeeded, 1 workers failed with no "
-        "budget left (or the job failed elsewhere), 3 rendezvous failed, 128+signum interrupted."
+        "live in `tpelastic/core/agent/guards.py` and `actions.py`. The run loop only observes "
+        "and carries out the effects, in order. StopWorkers always comes before JoinRendezvous "
+        "or OpenNextRound in one step: a node fences its own workers before it takes part in a "
+        "new world. A worker failure or hang re-joins reporting the failure while "
+        "`restart_count < max_restarts` (the next round spends one unit job-wide) and otherwise "
+        "fails the job and closes the rendezvous; a membership change re-joins without "
+        "spending; a signal leaves gracefully and never closes the rendezvous. Exit codes: 0 "
+        "succeeded, 1 workers failed with no budget left (or the job failed elsewhere), 3 "
+        "rendezvous failed, 128+signum interrupted by that signal."
     ),
 )
 
