@@ -1,8 +1,25 @@
 """Errors of worker processes: the record decorator, ProcessFailure, ChildFailedError.
 
-This module is the public import path for these names; they are defined under
-``tpelastic.core`` and ``tpelastic.adapters`` and re-exported here. Names not yet listed in
-``__all__`` arrive with the worker processes issue.
+This module is the public import path for these names; they are defined in
+``tpelastic.adapters.workers`` and re-exported here. The error-file schema is in
+docs/processes.md.
 """
 
-__all__: list[str] = []
+from tpelastic.adapters.workers.api import ChildFailedError, ProcessFailure
+from tpelastic.adapters.workers.errorfile import (
+    ERROR_FILE_ENV,
+    SCHEMA_VERSION,
+    TORCH_ERROR_FILE_ENV,
+    read_error_file,
+    record,
+)
+
+__all__ = [
+    "ERROR_FILE_ENV",
+    "SCHEMA_VERSION",
+    "TORCH_ERROR_FILE_ENV",
+    "ChildFailedError",
+    "ProcessFailure",
+    "read_error_file",
+    "record",
+]

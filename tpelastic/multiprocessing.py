@@ -1,9 +1,42 @@
 """Worker processes: start_processes, PContext, RunProcsResult, ProcessFailure, Std, Redirects,
 to_map.
 
-This module is the public import path for these names; they are defined under
-``tpelastic.core`` and ``tpelastic.adapters`` and re-exported here. Names not yet listed in
-``__all__`` arrive with the worker processes issue.
+This module is the public import path for these names; they are defined in
+``tpelastic.adapters.workers`` and re-exported here. See docs/processes.md.
 """
 
-__all__: list[str] = []
+from tpelastic.adapters.workers import (
+    LogsSpecs,
+    MultiprocessContext,
+    PContext,
+    ProcessFailure,
+    Redirects,
+    RunProcsResult,
+    SignalAction,
+    SignalException,
+    SignalPolicy,
+    Std,
+    SubprocessContext,
+    WorkerStartError,
+    install_signal_policy,
+    start_processes,
+    to_map,
+)
+
+__all__ = [
+    "LogsSpecs",
+    "MultiprocessContext",
+    "PContext",
+    "ProcessFailure",
+    "Redirects",
+    "RunProcsResult",
+    "SignalAction",
+    "SignalException",
+    "SignalPolicy",
+    "Std",
+    "SubprocessContext",
+    "WorkerStartError",
+    "install_signal_policy",
+    "start_processes",
+    "to_map",
+]

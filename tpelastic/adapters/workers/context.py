@@ -1,0 +1,274 @@
+"""PContext: the base of a running worker group (start, wait, pids, close, send_signal).
+
+A watcher thread blocks on every worker's exit handle (a pidfd for subprocesses, the process
+sentinel for multiprocessing workers) and records each exit the moment it happens, with its wall
+time, so ``wait`` reacts within milliseconds and the root cause is the failure that really came
+first. Subclasses only know how to start one worker and how to reap it.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from multiprocessing.connection import wait as wait_handles
+from typing import Any
+
+from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
+from tpelastic.adapters.workers.errorfile import read_error_file
+from tpelastic.adapters.workers.logs import RankFiles
+from tpelastic.adapters.workers.tee import StreamPump
+from tpelastic.adapters.workers.tree import kill_trees
+
+_WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
+
+
+class WorkerHandle(abc.ABC):
+    """One started worker, as its context sees it."""
+
+    def __init__(self, local_rank: int, pid: int) -> None:
+        self.local_rank = local_rank
+        self.pid = pid
+        self.exitcode: int | None = None
+        self.ended_at: float | None = None  # wall time the watcher saw the exit
+        self.stopped_by_us = False  # exited after close() began: not a failure
+
+    @abc.abstractmethod
+    def wait_handle(self) -> Any:
+        """Something ``multiprocessing.connection.wait`` can block on until the worker exits."""
+
+    @abc.abstractmethod
+    def reap(self, timeout: float) -> int | None:
+        """Collect the exit status if the worker has ended (within ``timeout``), else None."""
+
+    @abc.abstractmethod
+    def release(self) -> None:
+        """Free any OS handle held for waiting; called once the worker is reaped; idempotent."""
+
+
+class PContext(abc.ABC):
+    """A homogeneous group of local worker processes.
+
+    Args:
+        name: the role name; it prefixes teed lines (``[name0]:``).
+        entrypoint: what each worker runs.
+        envs: per local rank, the extra environment of that worker.
+        files: per local rank, where its logs and error file go.
+        attempt_dir: the attempt folder holding ``files``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        entrypoint: Any,
+        envs: dict[int, dict[str, str]],
+        files: dict[int, RankFiles],
+        attempt_dir: str,
+    ) -> None:
+        self.name = name
+        self.entrypoint = entrypoint
+        self.envs = envs
+        self.files = files
+        self.attempt_dir = attempt_dir
+        self.nprocs = len(envs)
+        self._workers: dict[int, WorkerHandle] = {}
+        self._pumps: list[StreamPump] = []
+        self._cond = threading.Condition()
+        self._closing = False
+        self._closed = False
+        self._failures: dict[int, ProcessFailure] = {}
+        self._wake_r, self._wake_w = os.pipe()
+        self._watcher = threading.Thread(target=self._watch, name=f"watch-{name}", daemon=True)
+        self._watchdog: subprocess.Popen[bytes] | None = None
+
+    # -- starting -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the watchdog, every worker, and the watcher thread.
+
+        If a worker fails to start, the ones already started are stopped and the error raised.
+        """
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-I", "-S", _WATCHDOG, str(os.getpid())],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            for rank in range(self.nprocs):
+                handle = self._start_one(rank)
+                self._workers[rank] = handle
+                self._tell_watchdog(f"{handle.pid}\n")
+        except BaseException:
+            self.close(death_sig=signal.SIGKILL, timeout=0)
+            raise
+        self._watcher.start()
+
+    @abc.abstractmethod
+    def _start_one(self, local_rank: int) -> WorkerHandle:
+        """Start the worker of ``local_rank`` and return its handle."""
+
+    def _tell_watchdog(self, line: str) -> None:
+        if self._watchdog is None or self._watchdog.stdin is None:
+            return
+        try:
+            self._watchdog.stdin.write(line.encode())
+            self._watchdog.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # the watchdog is gone; the parent-death signal still covers the workers
+
+    def worker_env(self, local_rank: int) -> dict[str, str]:
+        """The full environment of a worker: ours, its extras, and the error-file variables."""
+        env = {**os.environ, **self.envs[local_rank]}
+        path = self.files[local_rank].error_file
+        env["TPELASTIC_ERROR_FILE"] = path
+        env["TORCHELASTIC_ERROR_FILE"] = path
+        return env
+
+    # -- watching -------------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        while True:
+            with self._cond:
+                live = [w for w in self._workers.values() if w.exitcode is None]
+            if not live:
+                return
+            ready = wait_handles([w.wait_handle() for w in live] + [self._wake_r], timeout=1.0)
+            if self._wake_r in ready:
+                return
+            for worker in live:
+                if worker.wait_handle() in ready:
+                    self._record_exit(worker, worker.reap(timeout=1.0))
+                    if worker.exitcode is not None:
+                        worker.release()  # only this thread blocks on the handle
+
+    def _record_exit(self, worker: WorkerHandle, code: int | None) -> None:
+        if code is None:
+            return
+        with self._cond:
+            if worker.exitcode is None:
+                worker.exitcode = code
+                worker.ended_at = time.time()
+                worker.stopped_by_us = self._closing
+            self._cond.notify_all()
+
+    # -- results --------------------------------------------------------------------------------
+
+    def wait(self, timeout: float = -1, period: float = 1.0) -> RunProcsResult | None:
+        """Wait for the group to finish or a worker to fail.
+
+        Args:
+            timeout: seconds to wait; 0 polls once, a negative value waits until done.
+            period: the longest single sleep; exits wake the wait at once regardless.
+
+        Returns:
+            A ``RunProcsResult`` once every worker exited 0 or any worker failed (the others keep
+            running: call ``close``), else None when ``timeout`` passed first.
+        """
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        with self._cond:
+            while True:
+                result = self._result_locked()
+                left = None if deadline is None else deadline - time.monotonic()
+                if result is not None or (left is not None and left <= 0):
+                    return result
+                self._cond.wait(period if left is None else min(period, left))
+
+    def _result_locked(self) -> RunProcsResult | None:
+        ended = [w for w in self._workers.values() if w.exitcode is not None]
+        failed = [w for w in ended if w.exitcode != 0 and not w.stopped_by_us]
+        if not failed and (len(ended) < self.nprocs or not self._workers):
+            return None
+        for worker in failed:
+            if worker.local_rank not in self._failures:
+                self._failures[worker.local_rank] = self._failure(worker)
+        return RunProcsResult(
+            return_values={
+                w.local_rank: self._return_value(w.local_rank) for w in ended if w.exitcode == 0
+            },
+            failures=dict(self._failures),
+            stdouts={r: f.stdout for r, f in self.files.items()},
+            stderrs={r: f.stderr for r, f in self.files.items()},
+        )
+
+    def _failure(self, worker: WorkerHandle) -> ProcessFailure:
+        path = self.files[worker.local_rank].error_file
+        data = read_error_file(path)
+        stamp = data.get("timestamp") if data else None
+        rank = self.envs[worker.local_rank].get("RANK", "")
+        return ProcessFailure(
+            local_rank=worker.local_rank,
+            pid=worker.pid,
+            exitcode=int(worker.exitcode if worker.exitcode is not None else -1),
+            timestamp=float(stamp) if isinstance(stamp, (int, float)) else worker.ended_at or 0.0,
+            error_file=path,
+            error_file_data=data,
+            rank=int(rank) if rank.isdigit() else None,
+            role=self.name,
+        )
+
+    def _return_value(self, local_rank: int) -> Any:
+        """The worker's return value (callables only); subprocesses return None."""
+        return None
+
+    def pids(self) -> dict[int, int]:
+        """Per local rank, the worker's pid (also after it exited)."""
+        return {rank: w.pid for rank, w in self._workers.items()}
+
+    # -- stopping -------------------------------------------------------------------------------
+
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` to every worker still running (the worker itself, not its children)."""
+        with self._cond:
+            live = [w.pid for w in self._workers.values() if w.exitcode is None]
+        for pid in live:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                continue
+
+    def close(self, death_sig: int | None = None, timeout: float = 30.0) -> None:
+        """Stop every worker and everything it started; safe to call more than once.
+
+        Sends ``death_sig`` (default SIGTERM) to each worker's whole tree and process group,
+        waits up to ``timeout`` seconds, then SIGKILLs what is left. Afterwards no process of
+        this group remains, the output pumps have drained, and the watchdog has exited.
+        """
+        with self._cond:
+            if self._closed:
+                return
+            self._closing = True
+            live = [w.pid for w in self._workers.values() if w.exitcode is None]
+            groups = [w.pid for w in self._workers.values()]
+        kill_trees(live, groups, death_sig or signal.SIGTERM, timeout)
+        for worker in list(self._workers.values()):
+            self._record_exit(worker, worker.reap(timeout=5.0))
+        os.write(self._wake_w, b"x")
+        if self._watcher.is_alive():
+            self._watcher.join(timeout=5.0)
+        for worker in self._workers.values():
+            worker.release()
+        for pump in self._pumps:
+            pump.join(timeout=2.0)
+        self._stop_watchdog()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        self._closed = True
+
+    def _stop_watchdog(self) -> None:
+        if self._watchdog is None:
+            return
+        self._tell_watchdog("done\n")
+        if self._watchdog.stdin is not None:
+            self._watchdog.stdin.close()
+        try:
+            self._watchdog.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self._watchdog.kill()
+            self._watchdog.wait(timeout=5.0)
+
+
+__all__ = ["PContext", "WorkerHandle"]

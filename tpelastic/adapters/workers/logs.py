@@ -1,0 +1,119 @@
+"""Where a worker group's files go: one folder per attempt, one sub-folder per local rank.
+
+Layout (``attempt`` is the number or id the caller passes; without one the next free number is
+used):
+
+    <log_dir>/attempt_<attempt>/<local_rank>/stdout.log   (when stdout is redirected or teed)
+                                            /stderr.log   (when stderr is redirected or teed)
+                                            /error.json   (written by the worker, if it fails)
+                                            /return.pickle (callables only, on success)
+
+A folder that already exists is never reused: ``attempt_3`` becomes ``attempt_3.1`` and so on,
+so a restart never overwrites the previous attempt's logs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+from attrs import field, frozen
+
+from tpelastic.adapters.workers.api import Std, WorkerStartError, to_map
+
+
+@frozen(kw_only=True)
+class RankFiles:
+    """The files of one local rank. ``stdout``/``stderr`` are "" when that stream is inherited."""
+
+    local_rank: int
+    folder: str
+    stdout: str
+    stderr: str
+    tee_stdout: bool
+    tee_stderr: bool
+    error_file: str
+    return_file: str
+
+
+@frozen(kw_only=True)
+class LogsSpecs:
+    """How a worker group's output is kept.
+
+    Attributes:
+        log_dir: the base folder; None means a fresh temporary folder.
+        redirects: streams written to files only (one ``Std`` for all ranks, a per-rank dict or a
+            spec string like ``"0:1,1:2"``).
+        tee: streams written to files *and* copied, prefixed, to the agent's console.
+        attempt: the attempt number or id (``3``, ``"r3"``) naming the attempt folder.
+    """
+
+    log_dir: str | None = None
+    redirects: Std | int | str | dict[int, Std] = Std.NONE
+    tee: Std | int | str | dict[int, Std] = Std.NONE
+    attempt: int | str | None = field(default=None)
+
+    def reify(self, local_world_size: int) -> tuple[str, dict[int, RankFiles]]:
+        """Create the attempt folder and return it with the files of every local rank.
+
+        Raises:
+            WorkerStartError: a bad redirect/tee spec, a bad attempt id, or a log_dir that is
+                not a usable folder.
+        """
+        redirects = to_map(self.redirects, local_world_size)
+        tee = to_map(self.tee, local_world_size)
+        attempt_dir = make_attempt_dir(self.log_dir, self.attempt)
+        files = {}
+        for rank in range(local_world_size):
+            folder = os.path.join(attempt_dir, str(rank))
+            os.makedirs(folder)
+            keep = redirects[rank] | tee[rank]
+            files[rank] = RankFiles(
+                local_rank=rank,
+                folder=folder,
+                stdout=os.path.join(folder, "stdout.log") if keep & Std.OUT else "",
+                stderr=os.path.join(folder, "stderr.log") if keep & Std.ERR else "",
+                tee_stdout=bool(tee[rank] & Std.OUT),
+                tee_stderr=bool(tee[rank] & Std.ERR),
+                error_file=os.path.join(folder, "error.json"),
+                return_file=os.path.join(folder, "return.pickle"),
+            )
+        return attempt_dir, files
+
+
+_ATTEMPT_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def make_attempt_dir(log_dir: str | None, attempt: int | str | None) -> str:
+    """Create and return a new, empty attempt folder under ``log_dir``.
+
+    Raises:
+        WorkerStartError: ``log_dir`` exists but is not a folder, cannot be created, or
+            ``attempt`` holds characters other than letters, digits, ``_``, ``.`` and ``-``.
+    """
+    if attempt is not None and not _ATTEMPT_ID.match(str(attempt)):
+        raise WorkerStartError(f"invalid attempt id {attempt!r}: use letters, digits, _ . -")
+    base = log_dir if log_dir is not None else tempfile.mkdtemp(prefix="tpelastic_")
+    if os.path.exists(base) and not os.path.isdir(base):
+        raise WorkerStartError(f"log_dir {base!r} exists and is not a directory")
+    try:
+        os.makedirs(base, exist_ok=True)
+    except OSError as err:
+        raise WorkerStartError(f"cannot create log_dir {base!r}: {err.strerror}") from None
+    stem = f"attempt_{attempt}" if attempt is not None else None
+    for n in range(100000):
+        if stem is None:
+            name = f"attempt_{n}"
+        else:
+            name = stem if n == 0 else f"{stem}.{n}"
+        path = os.path.join(base, name)
+        try:
+            os.mkdir(path)  # atomic: two agents sharing a log_dir never get the same folder
+            return path
+        except FileExistsError:
+            continue
+    raise WorkerStartError(f"no free attempt folder under {base!r}")
+
+
+__all__ = ["LogsSpecs", "RankFiles", "make_attempt_dir"]

@@ -1,0 +1,90 @@
+"""The child side of a multiprocessing worker: set up, run the callable, report.
+
+``run_worker`` is the target of every multiprocessing worker. Before calling the user's function
+it leaves the agent's process group (so the agent can stop the worker's whole group), arms the
+parent-death signal, sets the environment and points fd 1 and 2 at their files or pipes. An
+exception is written to the error file and ends the worker with exit code 1; a return value is
+pickled to the rank's return file, which the agent reads once the worker exited 0.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from tpelastic.adapters.workers.errorfile import write_error_file
+from tpelastic.adapters.workers.shim import set_parent_death_signal
+
+StreamSpec = tuple[str, Any] | None  # None: inherit; ("file", path); ("pipe", Connection)
+
+
+def _point(fd: int, spec: StreamSpec) -> None:
+    if spec is None:
+        return
+    kind, target = spec
+    if kind == "file":
+        new = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(new, fd)
+        os.close(new)
+    else:
+        os.dup2(target.fileno(), fd)
+        target.close()
+
+
+def _arm_death_signal(agent_pid: int, parent_is_agent: bool) -> None:
+    set_parent_death_signal()
+    # The agent may already be gone, in which case no death signal will ever come.
+    if parent_is_agent and os.getppid() != agent_pid:
+        os._exit(1)
+    try:
+        os.kill(agent_pid, 0)
+    except ProcessLookupError:
+        os._exit(1)
+
+
+def run_worker(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    env: dict[str, str],
+    stdout: StreamSpec,
+    stderr: StreamSpec,
+    return_file: str,
+    agent_pid: int,
+    parent_is_agent: bool,
+) -> None:
+    """Run ``fn(*args)`` as a worker; exits 1 (after writing the error file) if it raises."""
+    try:
+        os.setsid()
+    except OSError:
+        pass  # already a group leader: nothing to leave
+    _arm_death_signal(agent_pid, parent_is_agent)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _point(1, stdout)
+    _point(2, stderr)
+    # Line buffering keeps teed output timely; the streams may have been block-buffered.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(line_buffering=True)
+    try:
+        value = fn(*args)
+    except Exception as exc:
+        write_error_file(exc)
+        traceback.print_exc()
+        sys.stderr.flush()
+        sys.exit(1)
+    tmp = f"{return_file}.tmp"
+    with open(tmp, "wb") as out:
+        pickle.dump(value, out)
+    os.replace(tmp, return_file)
+    sys.stdout.flush()
+
+
+__all__ = ["run_worker"]

@@ -1,0 +1,128 @@
+"""MultiprocessContext: workers that run a picklable callable, one argument tuple per rank.
+
+Started with the chosen multiprocessing start method (spawn, fork or forkserver); the child side
+is ``mp_worker.run_worker``. Return values come back through one pickle file per rank, read after
+the worker exited 0, so no queue can deadlock a worker that returns a large object.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from tpelastic.adapters.workers.context import PContext, WorkerHandle
+from tpelastic.adapters.workers.logs import RankFiles
+from tpelastic.adapters.workers.mp_worker import StreamSpec, run_worker
+from tpelastic.adapters.workers.tee import StreamPump, console_fd, line_prefix
+
+
+class _ProcessWorker(WorkerHandle):
+    def __init__(self, local_rank: int, process: Any) -> None:
+        super().__init__(local_rank, int(process.pid))
+        self.process = process
+        self._released = False
+
+    def wait_handle(self) -> Any:
+        return self.process.sentinel
+
+    def reap(self, timeout: float) -> int | None:
+        if self._released:
+            return self.exitcode
+        self.process.join(timeout)
+        code = self.process.exitcode
+        return None if code is None else int(code)
+
+    def release(self) -> None:
+        if self._released or self.process.exitcode is None:
+            return
+        self.process.close()
+        self._released = True
+
+
+class MultiprocessContext(PContext):
+    """Workers that run ``entrypoint(*args[local_rank])`` in their own process.
+
+    Args:
+        name: the role name used in console prefixes.
+        entrypoint: a picklable callable (any callable with ``fork``).
+        args: per local rank, the argument tuple.
+        envs: per local rank, the extra environment.
+        files: per local rank, where its logs go.
+        attempt_dir: the attempt folder.
+        start_method: ``spawn``, ``fork`` or ``forkserver``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        entrypoint: Callable[..., Any],
+        args: dict[int, tuple[Any, ...]],
+        envs: dict[int, dict[str, str]],
+        files: dict[int, RankFiles],
+        attempt_dir: str,
+        start_method: str = "spawn",
+    ) -> None:
+        super().__init__(name, entrypoint, envs, files, attempt_dir)
+        self.args = args
+        self.start_method = start_method
+        self._mp: Any = multiprocessing.get_context(start_method)
+
+    def _start_one(self, local_rank: int) -> WorkerHandle:
+        files = self.files[local_rank]
+        out, out_read = self._stream(files.stdout, files.tee_stdout)
+        err, err_read = self._stream(files.stderr, files.tee_stderr)
+        process = self._mp.Process(
+            target=run_worker,
+            name=f"{self.name}{local_rank}",
+            args=(
+                self.entrypoint,
+                tuple(self.args[local_rank]),
+                self.worker_env(local_rank),
+                out,
+                err,
+                files.return_file,
+                os.getpid(),
+                self.start_method != "forkserver",
+            ),
+        )
+        try:
+            process.start()
+        finally:
+            for spec in (out, err):
+                if spec is not None and spec[0] == "pipe":
+                    spec[1].close()  # the child has its copy; EOF must follow the child's exit
+        self._pump(local_rank, out_read, files.stdout, sys.stdout)
+        self._pump(local_rank, err_read, files.stderr, sys.stderr)
+        return _ProcessWorker(local_rank, process)
+
+    def _stream(self, path: str, tee: bool) -> tuple[StreamSpec, int | None]:
+        if not path:
+            return None, None
+        if not tee:
+            return ("file", path), None
+        reader, writer = self._mp.Pipe(duplex=False)
+        read_fd = os.dup(reader.fileno())  # raw bytes, not Connection messages
+        reader.close()
+        return ("pipe", writer), read_fd
+
+    def _pump(self, local_rank: int, read_fd: int | None, path: str, console: Any) -> None:
+        if read_fd is None:
+            return
+        rank = self.envs[local_rank].get("RANK", "")
+        prefix = line_prefix(self.name, local_rank, int(rank) if rank.isdigit() else None)
+        log = open(path, "ab")  # owned and closed by the pump
+        self._pumps.append(StreamPump(read_fd, log, console_fd(console), prefix).start())
+
+    def _return_value(self, local_rank: int) -> Any:
+        try:
+            with open(self.files[local_rank].return_file, "rb") as src:
+                return pickle.load(src)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            return None  # the callable ended through sys.exit(0): nothing was returned
+
+
+__all__ = ["MultiprocessContext"]

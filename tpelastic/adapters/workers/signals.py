@@ -1,0 +1,106 @@
+"""What the launcher does with the signals it receives, as a configurable policy.
+
+Each handled signal gets one action:
+
+- ``STOP``: raise ``SignalException`` in the main thread, so the agent unwinds and closes its
+  workers with that same signal as the death signal (then SIGKILL after the grace period).
+- ``FORWARD``: pass the signal on to every running worker and carry on. Schedulers send SIGUSR1
+  or SIGUSR2 some time before preemption; forwarding lets workers checkpoint.
+- ``IGNORE``: do nothing.
+
+Defaults: INT, TERM, HUP and QUIT stop; USR1 and USR2 are forwarded.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from types import FrameType
+from typing import Any
+
+from attrs import field, frozen
+
+
+class SignalAction(enum.Enum):
+    """What to do when the launcher receives a signal."""
+
+    STOP = "stop"
+    FORWARD = "forward"
+    IGNORE = "ignore"
+
+
+class SignalException(Exception):
+    """The launcher received a signal whose action is STOP.
+
+    Attributes:
+        sigval: the signal received; use it as the workers' death signal.
+    """
+
+    def __init__(self, msg: str, sigval: signal.Signals) -> None:
+        super().__init__(msg)
+        self.sigval = sigval
+
+
+def _default_actions() -> dict[signal.Signals, SignalAction]:
+    stop = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    forward = (signal.SIGUSR1, signal.SIGUSR2)
+    return {
+        **{sig: SignalAction.STOP for sig in stop},
+        **{sig: SignalAction.FORWARD for sig in forward},
+    }
+
+
+@frozen(kw_only=True)
+class SignalPolicy:
+    """Per signal, the action to take. Signals not listed keep their current handler."""
+
+    actions: Mapping[signal.Signals, SignalAction] = field(factory=_default_actions)
+
+    def evolve_action(self, sig: signal.Signals, action: SignalAction) -> SignalPolicy:
+        """A copy of this policy with ``sig`` mapped to ``action``."""
+        return SignalPolicy(actions={**self.actions, sig: action})
+
+
+def install_signal_policy(
+    policy: SignalPolicy, target: Callable[[], Any | None]
+) -> Callable[[], None]:
+    """Install handlers for ``policy``; returns a function that restores the old handlers.
+
+    Args:
+        policy: the actions per signal.
+        target: returns the current worker group (anything with ``send_signal``) or None when
+            there is none; called at signal time, so a restart's new group is used.
+
+    Raises:
+        ValueError: when called outside the main thread (Python only delivers signals there).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise ValueError("install_signal_policy must be called from the main thread")
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        sig = signal.Signals(signum)
+        action = policy.actions.get(sig, SignalAction.IGNORE)
+        if action is SignalAction.FORWARD:
+            group = target()
+            if group is not None:
+                group.send_signal(sig)
+        elif action is SignalAction.STOP:
+            raise SignalException(f"Process {os.getpid()} got signal: {sig.name}", sig)
+
+    previous = {}
+    for sig, action in policy.actions.items():
+        previous[sig] = signal.signal(
+            sig, signal.SIG_IGN if action is SignalAction.IGNORE else handle
+        )
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
+
+    return restore
+
+
+__all__ = ["SignalAction", "SignalException", "SignalPolicy", "install_signal_policy"]

@@ -1,0 +1,144 @@
+"""start_processes: check the request, lay out the logs, start the right kind of context.
+
+Every check happens before anything starts, and each failure is one ``WorkerStartError`` line
+naming the problem: a script or command that does not exist or cannot be executed, an
+unpicklable callable, an unknown start method, a bad redirect spec, mismatched args/envs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import shutil
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tpelastic.adapters.workers.api import Std, WorkerStartError
+from tpelastic.adapters.workers.context import PContext
+from tpelastic.adapters.workers.logs import LogsSpecs
+from tpelastic.adapters.workers.multiprocessing_context import MultiprocessContext
+from tpelastic.adapters.workers.subprocess_context import SubprocessContext
+
+START_METHODS = ("spawn", "fork", "forkserver")
+# Interpreter options that take a value, so the script path is the argument after it.
+_PY_OPTS_WITH_VALUE = {"-W", "-X", "--check-hash-based-pycs"}
+
+
+def _check_executable(entrypoint: str) -> None:
+    if not entrypoint:
+        raise WorkerStartError("entrypoint is empty")
+    if os.sep in entrypoint:
+        if not os.path.isfile(entrypoint):
+            raise WorkerStartError(f"entrypoint {entrypoint!r} does not exist")
+        if not os.access(entrypoint, os.X_OK):
+            raise WorkerStartError(f"entrypoint {entrypoint!r} is not executable")
+    elif shutil.which(entrypoint) is None:
+        raise WorkerStartError(f"entrypoint {entrypoint!r} is not an executable on PATH")
+
+
+def _check_python_script(entrypoint: str, args: tuple[str, ...]) -> None:
+    """For ``python [opts] script.py ...``, check that script.py exists."""
+    if not os.path.basename(entrypoint).startswith("python"):
+        return
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("-m", "-c", "-") or arg.startswith(("-m", "-c")):
+            return  # a module, inline code or stdin: nothing on disk to check
+        if arg in _PY_OPTS_WITH_VALUE:
+            i += 2
+            continue
+        if arg.startswith("-"):
+            i += 1
+            continue
+        if not os.path.isfile(arg):
+            raise WorkerStartError(f"script {arg!r} does not exist")
+        return
+    return
+
+
+def _check_callable(fn: Callable[..., Any], args: Mapping[int, Any], method: str) -> None:
+    if method not in START_METHODS:
+        raise WorkerStartError(f"unknown start method {method!r}: use one of {START_METHODS}")
+    if method not in multiprocessing.get_all_start_methods():
+        raise WorkerStartError(f"start method {method!r} is not available on this platform")
+    for rank, value in args.items():
+        if not isinstance(value, tuple):
+            raise WorkerStartError(f"args[{rank}] must be a tuple, got {type(value).__name__}")
+    if method == "fork":
+        return  # fork copies the function; nothing is pickled
+    try:
+        pickle.dumps(fn)
+    except Exception as err:
+        raise WorkerStartError(f"entrypoint {fn!r} cannot be pickled for {method}: {err}") from None
+
+
+def _check_envs(envs: Mapping[int, Mapping[str, str]]) -> dict[int, dict[str, str]]:
+    if not envs:
+        raise WorkerStartError("envs is empty: there must be at least one worker")
+    if sorted(envs) != list(range(len(envs))):
+        raise WorkerStartError(f"envs keys must be local ranks 0..{len(envs) - 1}")
+    return {rank: {str(k): str(v) for k, v in env.items()} for rank, env in envs.items()}
+
+
+def start_processes(
+    name: str,
+    entrypoint: Callable[..., Any] | str,
+    args: Any,
+    envs: Mapping[int, Mapping[str, str]],
+    logs_specs: LogsSpecs | None = None,
+    log_dir: str | None = None,
+    start_method: str = "spawn",
+    redirects: Std | int | str | dict[int, Std] = Std.NONE,
+    tee: Std | int | str | dict[int, Std] = Std.NONE,
+    attempt: int | str | None = None,
+) -> PContext:
+    """Start ``len(envs)`` workers and return their running context.
+
+    Args:
+        name: the role name (prefix of teed lines, ``[name0]:``).
+        entrypoint: a command (str: subprocess workers) or a callable (multiprocessing workers).
+        args: for a command, one tuple shared by every rank; for a callable, a dict with one
+            tuple per local rank.
+        envs: per local rank ``0..n-1``, the variables added to that worker's environment.
+        logs_specs: where output goes; when given, ``log_dir``/``redirects``/``tee``/``attempt``
+            must be left at their defaults.
+        log_dir, redirects, tee, attempt: shorthand for ``LogsSpecs(...)``.
+        start_method: for callables: ``spawn`` (default), ``fork`` or ``forkserver``.
+
+    Returns:
+        The started ``PContext``; ``ctx.attempt_dir`` names the new attempt folder.
+
+    Raises:
+        WorkerStartError: bad input, before any worker starts (one line naming the problem).
+        OSError: the OS refused to start a worker; workers already started are stopped first.
+    """
+    clean_envs = _check_envs(envs)
+    if logs_specs is None:
+        logs_specs = LogsSpecs(log_dir=log_dir, redirects=redirects, tee=tee, attempt=attempt)
+    elif log_dir is not None or attempt is not None or redirects != Std.NONE or tee != Std.NONE:
+        raise WorkerStartError("give either logs_specs or log_dir/redirects/tee/attempt, not both")
+    ctx: PContext
+    if isinstance(entrypoint, str):
+        str_args = tuple(str(a) for a in (args or ()))
+        _check_executable(entrypoint)
+        _check_python_script(entrypoint, str_args)
+        attempt_dir, files = logs_specs.reify(len(clean_envs))
+        ctx = SubprocessContext(name, entrypoint, str_args, clean_envs, files, attempt_dir)
+    elif callable(entrypoint):
+        per_rank = dict(args or {})
+        if sorted(per_rank) != sorted(clean_envs):
+            raise WorkerStartError("args must hold one tuple per local rank, like envs")
+        _check_callable(entrypoint, per_rank, start_method)
+        attempt_dir, files = logs_specs.reify(len(clean_envs))
+        ctx = MultiprocessContext(
+            name, entrypoint, per_rank, clean_envs, files, attempt_dir, start_method
+        )
+    else:
+        raise WorkerStartError(f"entrypoint must be a command string or a callable: {entrypoint!r}")
+    ctx.start()
+    return ctx
+
+
+__all__ = ["START_METHODS", "start_processes"]

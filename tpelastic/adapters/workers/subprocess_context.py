@@ -1,0 +1,111 @@
+"""SubprocessContext: workers that run a command (``python -u train.py ...`` or any binary).
+
+Each worker is started through the launcher shim (see ``shim.py``) in a new session, so it leads
+its own process group and dies with its agent. A redirected stream goes straight to its file; a
+teed stream goes through a pipe that a pump copies to the file and, prefixed, to the console.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import IO, Any
+
+from tpelastic.adapters.workers.context import PContext, WorkerHandle
+from tpelastic.adapters.workers.logs import RankFiles
+from tpelastic.adapters.workers.tee import StreamPump, console_fd, line_prefix
+
+_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim.py")
+
+
+class _PopenWorker(WorkerHandle):
+    def __init__(self, local_rank: int, popen: subprocess.Popen[bytes]) -> None:
+        super().__init__(local_rank, popen.pid)
+        self.popen = popen
+        # A pidfd turns "has it exited?" into something select() can wait on.
+        self._pidfd: int | None = os.pidfd_open(popen.pid)
+
+    def wait_handle(self) -> Any:
+        return self._pidfd
+
+    def reap(self, timeout: float) -> int | None:
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def release(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+class SubprocessContext(PContext):
+    """Workers started as commands; ``args`` is one argument tuple shared by every rank.
+
+    Args:
+        name: the role name used in console prefixes.
+        entrypoint: the command (a name on PATH or a path).
+        args: the arguments, the same for every rank.
+        envs: per local rank, the extra environment.
+        files: per local rank, where its logs go.
+        attempt_dir: the attempt folder.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        entrypoint: str,
+        args: tuple[str, ...],
+        envs: dict[int, dict[str, str]],
+        files: dict[int, RankFiles],
+        attempt_dir: str,
+    ) -> None:
+        super().__init__(name, entrypoint, envs, files, attempt_dir)
+        self.args = tuple(str(a) for a in args)
+
+    def _start_one(self, local_rank: int) -> WorkerHandle:
+        files = self.files[local_rank]
+        argv = [sys.executable, "-I", "-S", _SHIM, str(os.getpid()), "--", self.entrypoint]
+        out, out_pipe = self._stream(files.stdout, files.tee_stdout)
+        err, err_pipe = self._stream(files.stderr, files.tee_stderr)
+        try:
+            popen = subprocess.Popen(
+                [*argv, *self.args],
+                env=self.worker_env(local_rank),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
+        finally:
+            for stream in (out, err):
+                if isinstance(stream, int) and stream > 2:
+                    os.close(stream)
+                elif stream is not None and not isinstance(stream, int):
+                    stream.close()
+        self._pump(local_rank, out_pipe, files.stdout, sys.stdout)
+        self._pump(local_rank, err_pipe, files.stderr, sys.stderr)
+        return _PopenWorker(local_rank, popen)
+
+    @staticmethod
+    def _stream(path: str, tee: bool) -> tuple[IO[bytes] | int | None, int | None]:
+        """What to give Popen for one stream, and the read end of its pipe when teed."""
+        if not path:
+            return None, None
+        if tee:
+            read_fd, write_fd = os.pipe()
+            return write_fd, read_fd
+        return open(path, "ab"), None  # handed to the child, closed right after
+
+    def _pump(self, local_rank: int, read_fd: int | None, path: str, console: IO[str]) -> None:
+        if read_fd is None:
+            return
+        rank = self.envs[local_rank].get("RANK", "")
+        prefix = line_prefix(self.name, local_rank, int(rank) if rank.isdigit() else None)
+        log = open(path, "ab")  # owned and closed by the pump
+        self._pumps.append(StreamPump(read_fd, log, console_fd(console), prefix).start())
+
+
+__all__ = ["SubprocessContext"]

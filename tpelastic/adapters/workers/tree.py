@@ -1,0 +1,111 @@
+"""Stopping whole process trees: a worker, its wrapper scripts and everything they started.
+
+Every worker is the leader of its own session and process group (its pgid is its pid), so a
+process that lost its parent is still found through the group. A stop sends the chosen signal to
+every process found, waits up to the grace period, then looks again (new children may have been
+started meanwhile) and SIGKILLs whatever is left.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterable
+
+import psutil
+
+
+def _group_members(pgids: set[int]) -> list[psutil.Process]:
+    """Processes whose process group is one of ``pgids`` (found by scanning, since the leader
+    may already be gone and its children reparented)."""
+    if not pgids:
+        return []
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) in pgids:
+                found.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return found
+
+
+def collect_tree(root_pids: Iterable[int], pgids: Iterable[int] = ()) -> list[psutil.Process]:
+    """Every live process in the trees under ``root_pids`` plus the members of ``pgids``.
+
+    The agent's own process is never included, even if it shares a group. Processes that vanish
+    while we look are skipped.
+    """
+    seen: dict[int, psutil.Process] = {}
+    for pid in root_pids:
+        try:
+            root = psutil.Process(pid)
+            for proc in [root, *root.children(recursive=True)]:
+                seen.setdefault(proc.pid, proc)
+        except psutil.Error:
+            continue
+    for proc in _group_members(set(pgids)):
+        seen.setdefault(proc.pid, proc)
+        try:
+            for child in proc.children(recursive=True):
+                seen.setdefault(child.pid, child)
+        except psutil.Error:
+            continue
+    seen.pop(os.getpid(), None)
+    return list(seen.values())
+
+
+def _signal_all(procs: Iterable[psutil.Process], sig: int) -> None:
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except psutil.Error:
+            continue
+
+
+def _alive(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
+    alive = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except psutil.Error:
+            continue
+    return alive
+
+
+def kill_trees(
+    root_pids: Iterable[int],
+    pgids: Iterable[int] = (),
+    death_sig: int = signal.SIGTERM,
+    timeout: float = 30.0,
+) -> list[int]:
+    """Stop every process under ``root_pids`` and in ``pgids``; returns the pids SIGKILLed.
+
+    Args:
+        root_pids: the workers (or any processes) whose trees to stop.
+        pgids: process groups whose members are stopped too.
+        death_sig: the polite signal sent first.
+        timeout: seconds to wait after ``death_sig`` before SIGKILL; 0 goes straight to SIGKILL.
+
+    Never raises for processes that are already gone. Zombies (exited, not yet reaped by their
+    parent) count as stopped; the caller reaps its own children.
+    """
+    roots, groups = list(root_pids), list(pgids)
+    procs = collect_tree(roots, groups)
+    if timeout > 0 and death_sig != signal.SIGKILL:
+        _signal_all(procs, death_sig)
+        deadline = time.monotonic() + timeout
+        while _alive(procs) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    # Look again: children started during the grace period must not escape.
+    left = _alive({p.pid: p for p in [*procs, *collect_tree(roots, groups)]}.values())
+    _signal_all(left, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while _alive(left) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [p.pid for p in left]
+
+
+__all__ = ["collect_tree", "kill_trees"]
