@@ -37,9 +37,11 @@ def _world_from_environment() -> tuple[int, int]:
     try:
         import tensorplay.distributed as dist
 
-        if dist.is_available() and dist.is_initialized():
+        # is_initialized alone: this tensorplay reports is_available() False even where the
+        # gloo backend works, so asking it first would hide a live process group.
+        if dist.is_initialized():
             return dist.get_world_size(), dist.get_rank()
-    except ImportError:  # a tensorplay build without distributed support
+    except (ImportError, AttributeError):  # a tensorplay build without distributed support
         pass
     raise ValueError(
         "ElasticDistributedSampler needs num_replicas and rank: pass them, set WORLD_SIZE and "

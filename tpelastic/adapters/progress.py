@@ -1,0 +1,224 @@
+"""Worker-progress heartbeat: workers count steps into a file, the agent watches the counts.
+
+Worker side: the training loop calls :func:`step` once per step (cheap: one ``pwrite`` of a few
+bytes to a file the agent named in ``TPELASTIC_PROGRESS_FILE``; without that variable it does
+nothing). Around a collective wait, :func:`waiting` marks the worker as blocked on its peers, so
+when everyone stops the agent can tell the rank that hangs from the ranks waiting for it.
+
+Agent side: :func:`read_progress` reads a file, and :class:`ProgressWatch` turns the counts it is
+fed, with the agent's own monotonic ``now``, into "rank r idle for X s". The watch reads no clock
+and touches no file, so it is tested with plain numbers.
+
+File format (23 bytes, rewritten in place): ``"%020d %d\\n" % (counter, waiting)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+
+from attrs import frozen
+
+PROGRESS_FILE_ENV = "TPELASTIC_PROGRESS_FILE"
+_RECORD_LEN = 23
+
+
+@frozen(kw_only=True)
+class ProgressSample:
+    """One read of a worker's progress file."""
+
+    counter: int
+    waiting: bool
+
+
+class ProgressReporter:
+    """Writes one worker's counter to ``path``; the file is created (or truncated) on open."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.counter = 0
+        self.waiting = False
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._write()
+
+    def _write(self) -> None:
+        # One pwrite of a fixed-size record at offset 0: a reader sees the old or the new
+        # record, and a torn read (if the OS ever allows one) fails to parse and is skipped.
+        record = f"{self.counter:020d} {int(self.waiting)}\n".encode("ascii")
+        os.pwrite(self._fd, record, 0)
+
+    def step(self, n: int = 1) -> int:
+        """Add ``n`` steps; returns the new counter."""
+        self.counter += n
+        self._write()
+        return self.counter
+
+    def set_waiting(self, waiting: bool) -> None:
+        self.waiting = waiting
+        self._write()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+_reporter: ProgressReporter | None = None
+_reporter_path: str | None = None
+
+
+def _current() -> ProgressReporter | None:
+    """This process's reporter, following ``TPELASTIC_PROGRESS_FILE`` (None when unset)."""
+    global _reporter, _reporter_path
+    path = os.environ.get(PROGRESS_FILE_ENV) or None
+    if path != _reporter_path:
+        if _reporter is not None:
+            _reporter.close()
+        _reporter = ProgressReporter(path) if path else None
+        _reporter_path = path
+    return _reporter
+
+
+def step(n: int = 1) -> int | None:
+    """Tell the agent this worker made progress; call once per training step.
+
+    Returns the counter, or None when not running under an agent that watches progress.
+
+    Raises:
+        OSError: if the progress file the agent named cannot be written.
+    """
+    reporter = _current()
+    return None if reporter is None else reporter.step(n)
+
+
+@contextlib.contextmanager
+def waiting() -> Iterator[None]:
+    """Mark the block as a wait on other ranks (e.g. around ``dist.barrier()``)."""
+    reporter = _current()
+    if reporter is not None:
+        reporter.set_waiting(True)
+    try:
+        yield
+    finally:
+        if reporter is not None:
+            reporter.set_waiting(False)
+
+
+def barrier(group: object = None, timeout: float | None = None) -> None:
+    """``tensorplay.distributed`` barrier that counts as a wait, then as one step of progress.
+
+    Uses ``monitored_barrier`` when a ``timeout`` is given (the process group then names the
+    missing ranks itself, on backends that support it), else ``barrier``.
+
+    Raises:
+        whatever the barrier raises (e.g. a timeout naming the ranks that did not arrive).
+    """
+    import datetime
+
+    import tensorplay.distributed as dist
+
+    with waiting():
+        if timeout is not None:
+            dist.monitored_barrier(group=group, timeout=datetime.timedelta(seconds=timeout))
+        else:
+            dist.barrier(group=group)
+    step()
+
+
+def read_progress(path: str | os.PathLike[str]) -> ProgressSample | None:
+    """The sample in ``path``, or None when the file is missing, empty or mid-write."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_RECORD_LEN)
+    except OSError:
+        return None
+    parts = raw.split()
+    if len(raw) != _RECORD_LEN or len(parts) != 2 or parts[1] not in (b"0", b"1"):
+        return None
+    try:
+        return ProgressSample(counter=int(parts[0]), waiting=parts[1] == b"1")
+    except ValueError:
+        return None
+
+
+@frozen(kw_only=True)
+class Stall:
+    """A rank that has made no progress for ``idle_for`` seconds."""
+
+    rank: int
+    idle_for: float
+    counter: int | None  # None: never reported a step
+    waiting: bool  # True: blocked in a collective, probably on another rank
+
+    def describe(self) -> str:
+        last = "no step yet" if self.counter is None else f"last step {self.counter}"
+        why = ", waiting in a collective" if self.waiting else ""
+        return f"rank {self.rank} made no progress for {self.idle_for:.1f} s ({last}{why})"
+
+
+class ProgressWatch:
+    """Decides which ranks are stuck from their counters and the observer's monotonic time.
+
+    A rank is stuck once its counter has not changed for ``idle_timeout`` seconds (or for
+    ``first_step_timeout`` before its first step, since startup and loading take longer).
+
+    Args:
+        ranks: the ranks to watch.
+        now: the observer's monotonic time when watching starts (counts as progress).
+        idle_timeout: seconds without a new step that make a rank stuck (> 0).
+        first_step_timeout: the same before a rank's first step; default ``idle_timeout``.
+
+    Raises:
+        ValueError: on a non-positive timeout.
+    """
+
+    def __init__(
+        self,
+        ranks: list[int] | tuple[int, ...],
+        now: float,
+        idle_timeout: float,
+        first_step_timeout: float | None = None,
+    ) -> None:
+        first = idle_timeout if first_step_timeout is None else first_step_timeout
+        if not idle_timeout > 0 or not first > 0:
+            raise ValueError(f"timeouts must be > 0, got {idle_timeout} and {first}")
+        self.idle_timeout = idle_timeout
+        self.first_step_timeout = first
+        self._last: dict[int, tuple[int | None, float, bool]] = {
+            r: (None, now, False) for r in ranks
+        }
+
+    def observe(self, rank: int, sample: ProgressSample | None, now: float) -> None:
+        """Feed one read of ``rank``'s progress; None (nothing readable yet) changes nothing.
+
+        Raises:
+            KeyError: naming the rank if it is not watched.
+        """
+        if rank not in self._last:
+            raise KeyError(f"rank {rank} is not watched")
+        counter, since, _ = self._last[rank]
+        if sample is None:
+            return
+        # A fresh file holds 0: that is the worker starting, not a step, so it opens no new window.
+        if sample.counter != counter and not (counter is None and sample.counter == 0):
+            since = now
+        self._last[rank] = (sample.counter, since, sample.waiting)
+
+    def observe_all(self, samples: Mapping[int, ProgressSample | None], now: float) -> None:
+        for rank, sample in samples.items():
+            self.observe(rank, sample, now)
+
+    def stalled(self, now: float) -> list[Stall]:
+        """The stuck ranks, ranks not waiting on a collective first (they are the likely cause)."""
+        stalls = []
+        for rank, (counter, since, waiting) in self._last.items():
+            idle = now - since
+            limit = self.first_step_timeout if counter in (None, 0) else self.idle_timeout
+            if idle >= limit:
+                stalls.append(Stall(rank=rank, idle_for=idle, counter=counter, waiting=waiting))
+        return sorted(stalls, key=lambda s: (s.waiting, s.rank))
+
+    def last_progress_age(self, now: float) -> dict[int, float]:
+        """Seconds since each rank's last progress (for the health endpoint)."""
+        return {rank: now - since for rank, (_c, since, _w) in self._last.items()}
