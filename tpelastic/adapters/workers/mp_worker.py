@@ -68,11 +68,12 @@ def run_worker(
     sys.stderr.flush()
     _point(1, stdout)
     _point(2, stderr)
-    # Line buffering keeps teed output timely; the streams may have been block-buffered.
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            reconfigure(line_buffering=True)
+    # Rebind the Python streams to fds 1 and 2: after fork they may be some other object (a
+    # test runner's capture), and line buffering keeps teed output timely.
+    if stdout is not None:
+        sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")
+    if stderr is not None:
+        sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")
     try:
         value = fn(*args)
     except Exception as exc:
