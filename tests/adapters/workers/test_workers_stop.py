@@ -176,3 +176,24 @@ def test_no_process_is_left_after_close_even_if_a_worker_died_first(pid_dir, tmp
     assert alive([grandchild]) == [grandchild]
     ctx.close(timeout=2)
     assert alive([grandchild]) == []
+
+
+def test_send_signal_reaches_the_program_behind_a_wrapper_only_with_to_group(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    wrapper = f"trap '' USR1 USR2; {sys.executable} {script('signal_worker.py')}; true"
+    env = {"LOCAL_RANK": "0", "OUT_DIR": str(out)}
+    ctx = start_processes("g", "sh", ("-c", wrapper), {0: env}, log_dir=str(tmp_path))
+    try:
+        deadline = time.monotonic() + 10
+        while "ready" not in _read(out / "0") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ctx.send_signal(signal.SIGUSR2)  # to the shell only: it ignores it
+        ctx.send_signal(signal.SIGUSR1, to_group=True)
+        deadline = time.monotonic() + 5
+        while "SIGUSR1" not in _read(out / "0") and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        ctx.close(timeout=2)
+    assert _read(out / "0").split()[:2] == ["ready", "SIGUSR1"]
+    assert "SIGUSR2" not in _read(out / "0")

@@ -220,14 +220,24 @@ class PContext(abc.ABC):
 
     # -- stopping -------------------------------------------------------------------------------
 
-    def send_signal(self, sig: int) -> None:
-        """Send ``sig`` to every worker still running (the worker itself, not its children)."""
+    def send_signal(self, sig: int, to_group: bool = False) -> None:
+        """Send ``sig`` to every worker still running.
+
+        Args:
+            sig: the signal.
+            to_group: False sends to each worker process only (its children are left to it);
+                True sends to each worker's whole process group, which reaches the real program
+                behind a wrapper script (and also helpers such as data loader processes).
+        """
         with self._cond:
             live = [w.pid for w in self._workers.values() if w.exitcode is None]
         for pid in live:
             try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
+                if to_group:
+                    os.killpg(pid, sig)
+                else:
+                    os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
                 continue
 
     def close(self, death_sig: int | None = None, timeout: float = 30.0) -> None:

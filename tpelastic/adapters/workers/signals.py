@@ -55,13 +55,22 @@ def _default_actions() -> dict[signal.Signals, SignalAction]:
 
 @frozen(kw_only=True)
 class SignalPolicy:
-    """Per signal, the action to take. Signals not listed keep their current handler."""
+    """Per signal, the action to take. Signals not listed keep their current handler.
+
+    Attributes:
+        actions: the action per signal.
+        forward_to_group: forward to each worker's whole process group rather than to the
+            worker process alone (see ``PContext.send_signal``).
+    """
 
     actions: Mapping[signal.Signals, SignalAction] = field(factory=_default_actions)
+    forward_to_group: bool = False
 
     def evolve_action(self, sig: signal.Signals, action: SignalAction) -> SignalPolicy:
         """A copy of this policy with ``sig`` mapped to ``action``."""
-        return SignalPolicy(actions={**self.actions, sig: action})
+        return SignalPolicy(
+            actions={**self.actions, sig: action}, forward_to_group=self.forward_to_group
+        )
 
 
 def install_signal_policy(
@@ -71,7 +80,7 @@ def install_signal_policy(
 
     Args:
         policy: the actions per signal.
-        target: returns the current worker group (anything with ``send_signal``) or None when
+        target: returns the current worker group (a ``PContext``) or None when
             there is none; called at signal time, so a restart's new group is used.
 
     Raises:
@@ -86,7 +95,7 @@ def install_signal_policy(
         if action is SignalAction.FORWARD:
             group = target()
             if group is not None:
-                group.send_signal(sig)
+                group.send_signal(sig, to_group=policy.forward_to_group)
         elif action is SignalAction.STOP:
             raise SignalException(f"Process {os.getpid()} got signal: {sig.name}", sig)
 
