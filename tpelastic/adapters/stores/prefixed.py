@@ -1,0 +1,77 @@
+"""PrefixedStore: a key namespace over any KeyValueStore.
+
+Each rendezvous round (and anything its workers write) gets its own namespace, so a later
+attempt can never read an earlier attempt's keys. This works over every adapter, MemoryStore
+included; for tensorplay stores it matches the layout of tensorplay's PrefixStore
+(``prefix + "/" + key``), so either side can read the other's keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.stores.errors import StoreUnavailable
+
+
+class PrefixedStore:
+    """Every key ``k`` is stored as ``f"{prefix}/{k}"`` in ``inner``.
+
+    ``close`` only marks this view closed; the inner store stays open because other views and
+    the agent still use it.
+
+    Raises:
+        ValueError: ``prefix`` is empty.
+    """
+
+    def __init__(self, inner: KeyValueStore, prefix: str) -> None:
+        if not prefix:
+            raise ValueError("a store prefix must not be empty")
+        self._inner = inner
+        self._prefix = prefix.rstrip("/") + "/"
+        self._closed = False
+
+    @property
+    def inner(self) -> KeyValueStore:
+        return self._inner
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    def _key(self, key: str) -> str:
+        if self._closed:
+            raise StoreUnavailable(f"store view {self._prefix!r} is closed")
+        return self._prefix + key
+
+    def get(self, key: str) -> bytes | None:
+        return self._inner.get(self._key(key))
+
+    def set(self, key: str, value: bytes) -> None:
+        self._inner.set(self._key(key), value)
+
+    def add(self, key: str, amount: int) -> int:
+        return self._inner.add(self._key(key), amount)
+
+    def set_if_absent(self, key: str, value: bytes) -> tuple[bool, bytes]:
+        return self._inner.set_if_absent(self._key(key), value)
+
+    def compare_and_set(
+        self, key: str, expected: bytes | None, value: bytes
+    ) -> tuple[bool, bytes | None]:
+        return self._inner.compare_and_set(self._key(key), expected, value)
+
+    def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
+        return self._inner.wait_for([self._key(k) for k in keys], timeout)
+
+    def delete(self, key: str) -> None:
+        self._inner.delete(self._key(key))
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __repr__(self) -> str:
+        return f"PrefixedStore({self._inner!r}, {self._prefix!r})"
+
+
+__all__ = ["PrefixedStore"]
