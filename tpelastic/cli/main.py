@@ -11,9 +11,10 @@ import sys
 from collections.abc import Sequence
 
 from tpelastic.cli import spec
+from tpelastic.cli import store as store_command
 from tpelastic.cli.errors import UsageError, exit_with
 
-SUBCOMMANDS = {"spec": spec}
+SUBCOMMANDS = {"spec": spec, "store": store_command}
 
 
 def build_parser() -> argparse.ArgumentParser:
