@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -10,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tensorplay.utils.data import DataLoader, Sampler, TensorDataset
 
-from tpelastic.data import ElasticDistributedSampler, epoch_order
+from tpelastic.data import ElasticDistributedSampler, epoch_order, get_socket_with_port
 
 # (world size, samples each rank takes before the next resize)
 segments = st.lists(st.tuples(st.integers(1, 8), st.integers(0, 40)), min_size=0, max_size=6)
@@ -173,3 +176,30 @@ def test_bad_epoch_and_position():
         sampler.set_epoch(-1)
     with pytest.raises(ValueError, match=r"samples_per_rank must be in \[0, 5\]"):
         sampler.position_after(6)
+
+
+PROCESS_GROUP_SCRIPT = """
+import sys
+import tensorplay.distributed as dist
+from tpelastic.data import ElasticDistributedSampler
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[1], world_size=1, rank=0)
+sampler = ElasticDistributedSampler(range(5), shuffle=False)
+print(sampler.num_replicas, sampler.rank, list(sampler))
+dist.destroy_process_group()
+"""
+
+
+def test_world_from_an_initialised_process_group():
+    sock = get_socket_with_port("127.0.0.1")
+    port = sock.getsockname()[1]
+    sock.close()  # the process group's store binds it next
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    out = subprocess.run(
+        [sys.executable, "-c", PROCESS_GROUP_SCRIPT, str(port)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.strip() == "1 0 [0, 1, 2, 3, 4]"

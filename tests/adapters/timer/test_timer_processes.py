@@ -45,6 +45,7 @@ def test_queue_timer_kills_the_late_worker_only(spawn):
         punctual.join(timeout=30)
         assert late.exitcode == -signal.SIGKILL
         assert punctual.exitcode == 0
+        server.stop()  # the report is made just after the kill: let that round finish
         assert [r.worker_id for r in reports] == [late.pid]
     finally:
         server.stop()
@@ -78,6 +79,7 @@ def test_named_pipe_timer_kills_a_late_subprocess_with_the_configured_signal(tmp
     try:
         assert late.wait(timeout=30) == -signal.SIGTERM
         assert punctual.wait(timeout=30) == 0
+        server.stop()  # the report is made just after the kill: let that round finish
         assert [(r.worker_id, r.scopes) for r in reports] == [(late.pid, ("train-step",))]
     finally:
         server.stop()
