@@ -7,8 +7,8 @@ reachable (from, to) pair. The fold's priority is the order of the checks in :fu
 one failed worker fails the group (sticky: a failed attempt stays failed), the group succeeds only
 when every worker did, a stop order stops it, and otherwise the worst live worker decides.
 
-A worker event the worker machine rejects is passed on: the group stays as it is and the worker's
-``Rejected`` effect is returned (the unguarded "otherwise" row of each live phase).
+A worker event the worker machine rejects is passed on: the group stays as it is and returns one
+``Rejected`` whose reason quotes the worker's (the unguarded "otherwise" row of each phase).
 
 Effects: on every phase change an ``Emit("worker_group.phase", ...)``; on entering ``FAILED``,
 and again on every later failure, a :class:`GroupFailed` listing *all* failures so far with the
@@ -204,7 +204,9 @@ def _apply(state: WorkerGroup, event: WorkerEvent) -> tuple[Worker, ...] | Rejec
         return _reject(state, event, "a group is stopped as a whole: send GroupStopped")
     result = w.step(state.workers[event.local_rank], event.event)
     if result.effects and isinstance(result.effects[0], Rejected):
-        return result.effects[0]
+        inner = result.effects[0]
+        why = f"worker {event.local_rank} rejects {inner.event} in {inner.phase}: {inner.reason}"
+        return _reject(state, event, why)
     workers = list(state.workers)
     workers[event.local_rank] = result.state
     return tuple(workers)
@@ -296,7 +298,7 @@ REACHABLE: dict[WorkerState, tuple[WorkerState, ...]] = {
     WS.UNKNOWN: (WS.UNKNOWN, WS.HEALTHY, WS.UNHEALTHY, WS.FAILED, WS.SUCCEEDED),
     WS.FAILED: (WS.FAILED,),
 }
-_PASS_ON = "the worker machine rejected the event: state unchanged, its Rejected is passed on"
+_PASS_ON = "the worker machine rejected the event: state unchanged, its reason is passed on"
 
 # Rows are grouped by event, then by source phase: the order the exported table shows them in.
 ROWS = (

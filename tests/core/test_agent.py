@@ -1,0 +1,284 @@
+"""The agent machine by example: every row of its table is used at least once here."""
+
+from __future__ import annotations
+
+import pytest
+from attrs import evolve
+
+from tpelastic.core import agent as ag
+from tpelastic.core.agent import AgentPhase as P
+from tpelastic.core.values import Emit, Rejected
+from tpelastic.core.worker_group import WorkerFailure
+
+CFG = ag.AgentConfig(max_restarts=2, min_nodes=1, max_nodes=3, local_world_size=2)
+FRESH = ag.initial_state(CFG)
+JOINING = evolve(FRESH, phase=P.RENDEZVOUS)
+RUNNING = evolve(FRESH, phase=P.RUNNING, round=4, group_rank=1, group_world_size=2, restart_count=1)
+LAST_TRY = evolve(RUNNING, restart_count=2)
+FULL = evolve(RUNNING, group_world_size=3)
+BARRIER = evolve(RUNNING, phase=P.EXIT_BARRIER)
+FAIL = WorkerFailure(local_rank=1, global_rank=3, exitcode=1, signal=None, at=7.0, reason="exit 1")
+
+
+def round_(n: int = 5, rank: int = 0, size: int = 2, count: int = 1) -> ag.RoundCompleted:
+    return ag.RoundCompleted(
+        now=1.0, round=n, group_rank=rank, group_world_size=size, restart_count=count
+    )
+
+
+STUCK = ag.WorkerStuck(now=8.0, local_rank=0, idle_for=30.0)
+CLOSED_OK = ag.RendezvousClosed(now=9.0, outcome="succeeded", reason="done")
+CLOSED_BAD = ag.RendezvousClosed(now=9.0, outcome="failed", reason="node b: budget exhausted")
+SIGTERM = ag.SignalReceived(now=9.0, signum=15)
+J, JF = ag.JoinRendezvous(failure=False), ag.JoinRendezvous(failure=True)
+
+# (name, state, event, expected phase, expected effect types, expected exit code)
+EXAMPLES = [
+    ("start", FRESH, ag.AgentStarted(now=0.0), P.RENDEZVOUS, [ag.JoinRendezvous], None),
+    ("round", JOINING, round_(), P.RUNNING, [ag.StartWorkers], None),
+    (
+        "round over budget",
+        JOINING,
+        round_(count=3),
+        P.FAILED,
+        [ag.LeaveRendezvous, ag.ReportFailure],
+        1,
+    ),
+    (
+        "rendezvous timeout",
+        JOINING,
+        ag.RendezvousFailed(now=1.0, reason="2 < min", kind="timeout"),
+        P.FAILED,
+        [ag.ReportFailure],
+        3,
+    ),
+    (
+        "store lost while running",
+        RUNNING,
+        ag.RendezvousFailed(now=1.0, reason="refused", kind="connection"),
+        P.FAILED,
+        [ag.StopWorkers, ag.ReportFailure],
+        3,
+    ),
+    (
+        "store lost at the barrier",
+        BARRIER,
+        ag.RendezvousFailed(now=1.0, reason="refused", kind="connection"),
+        P.SUCCEEDED,
+        [Emit],
+        0,
+    ),
+    (
+        "workers done",
+        RUNNING,
+        ag.WorkersSucceeded(now=5.0),
+        P.EXIT_BARRIER,
+        [ag.EnterExitBarrier],
+        None,
+    ),
+    (
+        "failure, budget left",
+        RUNNING,
+        ag.WorkersFailed(now=7.0, failures=(FAIL,)),
+        P.RENDEZVOUS,
+        [ag.StopWorkers, ag.JoinRendezvous],
+        None,
+    ),
+    (
+        "failure, budget spent",
+        LAST_TRY,
+        ag.WorkersFailed(now=7.0, failures=(FAIL,)),
+        P.FAILED,
+        [ag.StopWorkers, ag.CloseRendezvous, ag.ReportFailure],
+        1,
+    ),
+    ("hang, budget left", RUNNING, STUCK, P.RENDEZVOUS, [ag.StopWorkers, ag.JoinRendezvous], None),
+    (
+        "hang, budget spent",
+        LAST_TRY,
+        STUCK,
+        P.FAILED,
+        [ag.StopWorkers, ag.CloseRendezvous, ag.ReportFailure],
+        1,
+    ),
+    (
+        "scale up",
+        RUNNING,
+        ag.NodesWaiting(now=3.0, count=1),
+        P.RENDEZVOUS,
+        [ag.StopWorkers, ag.OpenNextRound, ag.JoinRendezvous],
+        None,
+    ),
+    ("world full", FULL, ag.NodesWaiting(now=3.0, count=1), P.RUNNING, [], None),
+    (
+        "fenced out",
+        RUNNING,
+        ag.NextRoundOpened(now=3.0, round=5, reason="peer failed"),
+        P.RENDEZVOUS,
+        [ag.StopWorkers, ag.JoinRendezvous],
+        None,
+    ),
+    (
+        "peer failed after we finished",
+        BARRIER,
+        ag.NextRoundOpened(now=3.0, round=5, reason="peer failed"),
+        P.RENDEZVOUS,
+        [ag.JoinRendezvous],
+        None,
+    ),
+    (
+        "already joining",
+        JOINING,
+        ag.NextRoundOpened(now=3.0, round=5, reason="peer"),
+        P.RENDEZVOUS,
+        [],
+        None,
+    ),
+    (
+        "barrier passed",
+        BARRIER,
+        ag.ExitBarrierPassed(now=6.0),
+        P.SUCCEEDED,
+        [ag.CloseRendezvous],
+        0,
+    ),
+    (
+        "barrier timed out",
+        BARRIER,
+        ag.ExitBarrierTimedOut(now=6.0),
+        P.SUCCEEDED,
+        [Emit, ag.LeaveRendezvous],
+        0,
+    ),
+    ("closed ok while joining", JOINING, CLOSED_OK, P.SUCCEEDED, [], 0),
+    ("closed failed while joining", JOINING, CLOSED_BAD, P.FAILED, [ag.ReportFailure], 1),
+    ("closed ok while running", RUNNING, CLOSED_OK, P.SUCCEEDED, [ag.StopWorkers], 0),
+    (
+        "closed failed while running",
+        RUNNING,
+        CLOSED_BAD,
+        P.FAILED,
+        [ag.StopWorkers, ag.ReportFailure],
+        1,
+    ),
+    ("closed ok at the barrier", BARRIER, CLOSED_OK, P.SUCCEEDED, [], 0),
+    ("closed failed at the barrier", BARRIER, CLOSED_BAD, P.FAILED, [ag.ReportFailure], 1),
+    ("signal before start", FRESH, SIGTERM, P.FAILED, [ag.ReportFailure], 143),
+    (
+        "signal while joining",
+        JOINING,
+        SIGTERM,
+        P.FAILED,
+        [ag.LeaveRendezvous, ag.ReportFailure],
+        143,
+    ),
+    (
+        "signal while running",
+        RUNNING,
+        SIGTERM,
+        P.FAILED,
+        [ag.StopWorkers, ag.LeaveRendezvous, ag.ReportFailure],
+        143,
+    ),
+    (
+        "signal at the barrier",
+        BARRIER,
+        SIGTERM,
+        P.FAILED,
+        [ag.LeaveRendezvous, ag.ReportFailure],
+        143,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "event", "phase", "effects", "exit_code"),
+    EXAMPLES,
+    ids=[e[0] for e in EXAMPLES],
+)
+def test_example(
+    name: str,
+    state: ag.AgentState,
+    event: ag.AgentEventT,
+    phase: P,
+    effects: list[type],
+    exit_code: int | None,
+) -> None:
+    result = ag.step(state, event, CFG)
+    assert result.state.phase is phase
+    assert [type(e) for e in result.effects] == effects
+    assert result.state.exit_code == exit_code
+
+
+def test_every_row_has_an_example() -> None:
+    used = {ag.TABLE.select(state, event, CFG) for _, state, event, *_ in EXAMPLES}
+    assert used == set(ag.TABLE.rows)
+
+
+def test_round_facts_reach_start_workers() -> None:
+    result = ag.step(JOINING, round_(n=0, rank=1, size=3, count=0), CFG)
+    assert result.effects == (
+        ag.StartWorkers(
+            round=0, group_rank=1, group_world_size=3, restart_count=0, local_world_size=2
+        ),
+    )
+    assert (result.state.round, result.state.group_rank, result.state.group_world_size) == (0, 1, 3)
+
+
+def test_failure_reports_name_the_root_cause() -> None:
+    later = evolve(FAIL, local_rank=0, global_rank=2, at=9.0)
+    result = ag.step(LAST_TRY, ag.WorkersFailed(now=9.0, failures=(FAIL, later)), CFG)
+    stop, close, report = result.effects
+    assert close == ag.CloseRendezvous(outcome="failed", reason="workers failed, budget exhausted")
+    assert isinstance(report, ag.ReportFailure) and report.failures == (FAIL, later)
+    assert report.reason == "worker local rank 1 failed: exit 1 (+1 more)"
+    assert result.state.last_failure == report.reason
+    hang = ag.step(RUNNING, STUCK, CFG)
+    assert hang.effects[1] == JF
+    assert (
+        hang.state.last_failure
+        == "worker local rank 0 failed: local rank 0 made no progress for 30s"
+    )
+
+
+def test_scale_up_opens_the_round_after_ours() -> None:
+    result = ag.step(RUNNING, ag.NodesWaiting(now=1.0, count=2), CFG)
+    assert result.effects[1] == ag.OpenNextRound(reason="scale_up", after_round=4)
+    assert result.effects[2] == J
+
+
+@pytest.mark.parametrize(
+    ("state", "event"),
+    [
+        (JOINING, round_(n=-0, size=4)),  # more nodes than max_nodes
+        (evolve(JOINING, round=5), round_(n=5)),  # not a newer round
+        (evolve(JOINING, restart_count=2), round_(count=1)),  # count went backwards
+        (JOINING, round_(rank=2, size=2)),  # rank outside the world
+        (RUNNING, ag.NextRoundOpened(now=1.0, round=4, reason="old news")),
+        (RUNNING, ag.WorkerStuck(now=1.0, local_rank=2, idle_for=1.0)),  # no such local rank
+        (RUNNING, ag.AgentStarted(now=1.0)),
+        (evolve(RUNNING, phase=P.SUCCEEDED, exit_code=0), SIGTERM),
+    ],
+)
+def test_rejections_are_clean(state: ag.AgentState, event: ag.AgentEventT) -> None:
+    result = ag.step(state, event, CFG)
+    assert result.state == state
+    assert len(result.effects) == 1 and isinstance(result.effects[0], Rejected)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: ag.AgentConfig(max_restarts=0, min_nodes=3, max_nodes=2),
+            "max_nodes must be >= min_nodes=3",
+        ),
+        (lambda: ag.AgentConfig(max_restarts=-1, min_nodes=1, max_nodes=1), "max_restarts"),
+        (lambda: ag.SignalReceived(now=0.0, signum=0), "signum"),
+        (lambda: ag.WorkersFailed(now=0.0, failures=()), "failures"),
+        (lambda: ag.RendezvousClosed(now=0.0, outcome="maybe"), "outcome"),  # type: ignore[arg-type]
+    ],
+)
+def test_bad_values_name_the_field(build: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build()  # type: ignore[operator]

@@ -1,0 +1,417 @@
+"""Agents and the job-wide restart budget, driven together through random runs.
+
+A few agents (the real ``agent.step``) and a tiny pure *rounds oracle* stand in for a cluster: the
+oracle completes rounds from the nodes that joined, computing each round's restart count with the
+real ``next_restart_count``, and turns the agents' effects (join, open next round, close, leave)
+into the observations the other agents would make. Random rules inject worker failures, hangs,
+successes, nodes joining, dying and leaving on signals, and rendezvous timeouts. Invariants are
+named after the spec ids in specs/restart_budget.md and specs/agent.md.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from attrs import define, field
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from tpelastic.core import agent as ag
+from tpelastic.core.agent import AgentPhase as P
+from tpelastic.core.restart_budget import attempts_allowed, can_restart, next_restart_count
+from tpelastic.core.table import Step
+from tpelastic.core.values import Rejected
+from tpelastic.core.worker_group import WorkerFailure
+
+FAILURE_EVENTS = (ag.WorkersFailed, ag.WorkerStuck)
+MEMBERSHIP_EVENTS = (ag.AgentStarted, ag.NodesWaiting, ag.NextRoundOpened)
+MAX_NODES_EVER = 6
+MAX_DEPARTURES = 2
+
+
+@define
+class Record:
+    node: str
+    before: ag.AgentState
+    event: ag.AgentEventT
+    result: Step[ag.AgentState]
+
+
+@define
+class Oracle:
+    """The rendezvous as the agents see it: rounds, joiners and the job-wide restart count."""
+
+    round: int = -1
+    restart_count: int = 0
+    members: tuple[str, ...] = ()
+    joiners: dict[str, bool] = field(factory=dict)  # node -> reported a failure
+    opened: bool = False  # a next round was opened after `round`
+    closed: str | None = None
+    counts: list[int] = field(factory=list)  # restart count of each completed round
+    failure_rounds: list[bool] = field(factory=list)  # did a failure report go into the round
+
+
+class AgentsAndBudget(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.agents: dict[str, ag.AgentState] = {}
+        self.dead: set[str] = set()
+        self.oracle = Oracle()
+        self.now = 0.0
+        self.records: list[Record] = []
+        self.departures = 0  # nodes that died or left on a signal: a few per run keep it going
+        self.cursors: dict[str, int] = {}  # per invariant: records it has already checked
+        self.starts: dict[str, list[ag.StartWorkers]] = {}
+        self.config = ag.AgentConfig(max_restarts=0, min_nodes=1, max_nodes=1)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def live(self, *phases: P) -> list[str]:
+        """Nodes alive and in one of ``phases`` (default: any phase that is not terminal)."""
+        wanted = phases or (P.INIT, P.RENDEZVOUS, P.RUNNING, P.EXIT_BARRIER)
+        return sorted(n for n, s in self.agents.items() if n not in self.dead and s.phase in wanted)
+
+    def deliver(self, node: str, event: ag.AgentEventT) -> None:
+        """Feed one observation and everything it causes, in order."""
+        queue: deque[tuple[str, ag.AgentEventT]] = deque([(node, event)])
+        while queue:
+            target, observed = queue.popleft()
+            if target in self.dead or self.agents[target].phase in (P.SUCCEEDED, P.FAILED):
+                continue
+            before = self.agents[target]
+            result = ag.step(before, observed, self.config)
+            self.records.append(Record(target, before, observed, result))
+            self.agents[target] = result.state
+            if result.state.phase in (P.SUCCEEDED, P.FAILED):
+                self.oracle.joiners.pop(target, None)
+            for effect in result.effects:
+                queue.extend(self.carry_out(target, before, effect))
+
+    def carry_out(
+        self, node: str, before: ag.AgentState, effect: object
+    ) -> list[tuple[str, ag.AgentEventT]]:
+        """What the rest of the world observes because ``node`` carried out ``effect``."""
+        oracle, now = self.oracle, self.now
+        if isinstance(effect, Rejected):
+            raise AssertionError(f"the cluster fed {node} an event it rejects: {effect}")
+        if isinstance(effect, ag.StartWorkers):
+            self.starts.setdefault(node, []).append(effect)
+        elif isinstance(effect, ag.JoinRendezvous):
+            oracle.joiners[node] = oracle.joiners.get(node, False) or effect.failure
+            if node in oracle.members:
+                return self.fence_members(node, "member rejoined")
+        elif isinstance(effect, ag.OpenNextRound):
+            return self.fence_members(node, effect.reason)
+        elif isinstance(effect, ag.LeaveRendezvous):
+            oracle.joiners.pop(node, None)
+            if node in oracle.members:
+                return self.fence_members(node, "member left")
+        elif isinstance(effect, ag.CloseRendezvous):
+            oracle.closed = oracle.closed or effect.outcome
+            outcome = oracle.closed
+            closed = ag.RendezvousClosed(now=now, outcome=outcome, reason=f"closed by {node}")  # type: ignore[arg-type]
+            return [(n, closed) for n in self.live(P.RENDEZVOUS, P.RUNNING, P.EXIT_BARRIER)]
+        return []
+
+    def fence_members(self, by: str, reason: str) -> list[tuple[str, ag.AgentEventT]]:
+        """A new round opens: every other member still in the old world is fenced out."""
+        self.oracle.opened = True
+        opened = ag.NextRoundOpened(now=self.now, round=self.oracle.round + 1, reason=reason)
+        return [
+            (n, opened)
+            for n in self.oracle.members
+            if n != by and n in self.live(P.RUNNING, P.EXIT_BARRIER)
+        ]
+
+    def add_node(self) -> None:
+        node = f"n{len(self.agents)}"
+        self.agents[node] = ag.initial_state(self.config)
+        self.deliver(node, ag.AgentStarted(now=self.now))
+
+    # -- rules ------------------------------------------------------------------------------
+
+    @initialize(
+        max_restarts=st.integers(0, 3),
+        min_nodes=st.integers(1, 2),
+        extra=st.integers(0, 2),
+        nodes=st.integers(0, 2),
+    )
+    def start(self, max_restarts: int, min_nodes: int, extra: int, nodes: int) -> None:
+        nodes += min_nodes  # enough nodes to form the first world
+        self.config = ag.AgentConfig(
+            max_restarts=max_restarts,
+            min_nodes=min_nodes,
+            max_nodes=min_nodes + extra,
+            local_world_size=2,
+        )
+        for _ in range(nodes):
+            self.add_node()
+
+    @rule(dt=st.floats(0.5, 30))
+    def tick(self, dt: float) -> None:
+        self.now += dt
+
+    @precondition(
+        lambda self: (
+            self.oracle.closed is None
+            and len(self.oracle.joiners) >= self.config.min_nodes
+            and not self.live(P.RUNNING, P.EXIT_BARRIER)
+        )
+    )
+    @rule()
+    def complete_round(self) -> None:
+        oracle = self.oracle
+        members = tuple(sorted(oracle.joiners)[: self.config.max_nodes])
+        failed = any(oracle.joiners.pop(n) for n in members)
+        oracle.round += 1
+        oracle.restart_count = next_restart_count(oracle.restart_count, failed)
+        oracle.members, oracle.opened = members, False
+        oracle.counts.append(oracle.restart_count)
+        oracle.failure_rounds.append(failed)
+        for rank, node in enumerate(members):
+            done = ag.RoundCompleted(
+                now=self.now,
+                round=oracle.round,
+                group_rank=rank,
+                group_world_size=len(members),
+                restart_count=oracle.restart_count,
+            )
+            self.deliver(node, done)
+
+    @precondition(lambda self: self.live(P.RUNNING))
+    @rule(data=st.data(), stuck=st.booleans())
+    def workers_fail(self, data: st.DataObject, stuck: bool) -> None:
+        node = data.draw(st.sampled_from(self.live(P.RUNNING)))
+        rank = data.draw(st.integers(0, self.config.local_world_size - 1))
+        if stuck:
+            self.deliver(node, ag.WorkerStuck(now=self.now, local_rank=rank, idle_for=60.0))
+            return
+        failure = WorkerFailure(
+            local_rank=rank, global_rank=rank, exitcode=1, signal=None, at=self.now, reason="exit 1"
+        )
+        self.deliver(node, ag.WorkersFailed(now=self.now, failures=(failure,)))
+
+    @precondition(lambda self: self.live(P.RUNNING))
+    @rule(data=st.data())
+    def workers_succeed(self, data: st.DataObject) -> None:
+        self.deliver(
+            data.draw(st.sampled_from(self.live(P.RUNNING))), ag.WorkersSucceeded(now=self.now)
+        )
+
+    @precondition(
+        lambda self: (
+            self.oracle.members
+            and all(
+                self.agents[n].phase is P.EXIT_BARRIER
+                for n in self.oracle.members
+                if n not in self.dead
+            )
+            and any(n not in self.dead for n in self.oracle.members)
+        )
+    )
+    @rule()
+    def exit_barrier_passes(self) -> None:
+        for node in self.oracle.members:
+            if self.agents[node].phase is P.EXIT_BARRIER:  # the first one through closes
+                self.deliver(node, ag.ExitBarrierPassed(now=self.now))
+
+    @precondition(lambda self: self.live(P.EXIT_BARRIER))
+    @rule(data=st.data())
+    def exit_barrier_times_out(self, data: st.DataObject) -> None:
+        self.deliver(
+            data.draw(st.sampled_from(self.live(P.EXIT_BARRIER))),
+            ag.ExitBarrierTimedOut(now=self.now),
+        )
+
+    @precondition(lambda self: self.oracle.closed is None and len(self.agents) < MAX_NODES_EVER)
+    @rule()
+    def node_joins(self) -> None:
+        self.add_node()
+
+    @precondition(lambda self: self.live(P.RUNNING))
+    @rule(data=st.data())
+    def nodes_waiting_seen(self, data: st.DataObject) -> None:
+        node = data.draw(st.sampled_from(self.live(P.RUNNING)))
+        waiting = sum(1 for n in self.oracle.joiners if n not in self.oracle.members)
+        self.deliver(node, ag.NodesWaiting(now=self.now, count=waiting))
+
+    @precondition(lambda self: self.live() and self.departures < MAX_DEPARTURES)
+    @rule(data=st.data())
+    def node_dies(self, data: st.DataObject) -> None:
+        node = data.draw(st.sampled_from(self.live()))
+        self.dead.add(node)
+        self.departures += 1
+        self.oracle.joiners.pop(node, None)
+        if node in self.oracle.members:  # the rendezvous notices the lost heartbeat
+            for target, event in self.fence_members(node, "member died"):
+                self.deliver(target, event)
+
+    @precondition(lambda self: self.live() and self.departures < MAX_DEPARTURES)
+    @rule(data=st.data(), signum=st.sampled_from([2, 15]))
+    def signal(self, data: st.DataObject, signum: int) -> None:
+        self.departures += 1
+        self.deliver(
+            data.draw(st.sampled_from(self.live())), ag.SignalReceived(now=self.now, signum=signum)
+        )
+
+    @precondition(
+        lambda self: (
+            self.live(P.RENDEZVOUS)
+            and not self.live(P.RUNNING, P.EXIT_BARRIER)
+            and len(self.oracle.joiners) < self.config.min_nodes
+        )
+    )
+    @rule()
+    def rendezvous_times_out(self) -> None:
+        for node in self.live(P.RENDEZVOUS):
+            failed = ag.RendezvousFailed(now=self.now, reason="too few nodes", kind="timeout")
+            self.deliver(node, failed)
+
+    @precondition(lambda self: len(self.records) >= 25)  # let faults pile up first
+    @rule()
+    def liveness_A7_settles_once_faults_stop(self) -> None:
+        """Once faults stop, every live agent ends; if the job then succeeds, so do they all."""
+        live_before = self.live()
+        for _ in range(4 * MAX_NODES_EVER):
+            if self.live(P.RUNNING):
+                for node in self.live(P.RUNNING):
+                    self.deliver(node, ag.WorkersSucceeded(now=self.now))
+            elif self.live(P.EXIT_BARRIER):
+                self.exit_barrier_passes()
+            elif self.live(P.RENDEZVOUS):
+                if self.oracle.closed is None and len(self.oracle.joiners) >= self.config.min_nodes:
+                    self.complete_round()
+                else:
+                    self.rendezvous_times_out()
+            else:
+                break
+        assert not self.live(P.INIT, P.RENDEZVOUS, P.RUNNING, P.EXIT_BARRIER), self.agents
+        if self.oracle.closed == "succeeded":
+            assert all(self.agents[n].exit_code == 0 for n in live_before)
+
+    # -- invariants -------------------------------------------------------------------------
+
+    def new_records(self, invariant_name: str) -> list[Record]:
+        """The records ``invariant_name`` has not checked yet (each step is checked once)."""
+        start = self.cursors.get(invariant_name, 0)
+        self.cursors[invariant_name] = len(self.records)
+        return self.records[start:]
+
+    @invariant()
+    def inv_B1_restarts_never_exceed_max(self) -> None:
+        """Restarts used never exceed max_restarts, job-wide or in any agent's view."""
+        k = self.config.max_restarts
+        assert self.oracle.restart_count <= k
+        assert all(s.restart_count <= k for s in self.agents.values())
+
+    @invariant()
+    def inv_B2_at_most_k_plus_1_attempts(self) -> None:
+        """A job with budget k makes at most k+1 attempts (distinct restart counts started)."""
+        allowed = attempts_allowed(self.config.max_restarts)
+        everywhere = {s.restart_count for starts in self.starts.values() for s in starts}
+        assert len(everywhere) <= allowed
+        for starts in self.starts.values():
+            assert len({s.restart_count for s in starts}) <= allowed
+
+    @invariant()
+    def inv_B5_restart_count_never_decreases(self) -> None:
+        """The restart count never goes down and rises only in a round a failure went into."""
+        counts, failures = self.oracle.counts, self.oracle.failure_rounds
+        for i in range(1, len(counts)):
+            assert counts[i] - counts[i - 1] == (1 if failures[i] else 0)
+        for starts in self.starts.values():
+            seen = [s.restart_count for s in starts]
+            assert seen == sorted(seen)
+
+    @invariant()
+    def inv_B6_membership_changes_report_no_failure(self) -> None:
+        """Joining, scale-up and being fenced out re-join without reporting a failure."""
+        for record in self.new_records("inv_B6_membership_changes_report_no_failure"):
+            if isinstance(record.event, MEMBERSHIP_EVENTS):
+                joins = [e for e in record.result.effects if isinstance(e, ag.JoinRendezvous)]
+                assert all(not j.failure for j in joins), record
+
+    @invariant()
+    def inv_A1_stop_workers_first(self) -> None:
+        """StopWorkers precedes JoinRendezvous/OpenNextRound; leaving RUNNING stops workers."""
+        for record in self.new_records("inv_A1_stop_workers_first"):
+            kinds = [type(e) for e in record.result.effects]
+            if ag.StopWorkers in kinds:
+                first_stop = kinds.index(ag.StopWorkers)
+                assert all(
+                    kinds.index(k) > first_stop
+                    for k in (ag.JoinRendezvous, ag.OpenNextRound)
+                    if k in kinds
+                )
+            left_running = record.before.phase is P.RUNNING and record.result.state.phase not in (
+                P.RUNNING,
+                P.EXIT_BARRIER,
+            )
+            assert not left_running or kinds[:1] == [ag.StopWorkers], record
+
+    @invariant()
+    def inv_A2_signal_never_closes(self) -> None:
+        """A signal never yields CloseRendezvous: the agent leaves, the others go on."""
+        for record in self.new_records("inv_A2_signal_never_closes"):
+            if isinstance(record.event, ag.SignalReceived):
+                assert not any(isinstance(e, ag.CloseRendezvous) for e in record.result.effects)
+                assert record.result.state.exit_code == 128 + record.event.signum
+
+    @invariant()
+    def inv_A3_failure_with_budget_left_continues(self) -> None:
+        """A worker failure or hang with budget left never ends the job: the agent re-joins."""
+        for record in self.new_records("inv_A3_failure_with_budget_left_continues"):
+            if not isinstance(record.event, FAILURE_EVENTS):
+                continue
+            effects = record.result.effects
+            if can_restart(record.before.restart_count, self.config.max_restarts):
+                assert record.result.state.phase is P.RENDEZVOUS
+                assert ag.JoinRendezvous(failure=True) in effects
+                assert not any(isinstance(e, ag.CloseRendezvous) for e in effects)
+            else:
+                assert record.result.state.phase is P.FAILED
+                assert (
+                    ag.CloseRendezvous(outcome="failed", reason="workers failed, budget exhausted")
+                    in effects
+                )
+
+    @invariant()
+    def inv_A4_one_restart_count_per_round(self) -> None:
+        """All agents of a round start their workers with the same restart count (the round's)."""
+        by_round: dict[int, set[int]] = {}
+        for starts in self.starts.values():
+            for s in starts:
+                by_round.setdefault(s.round, set()).add(s.restart_count)
+        assert all(len(counts) == 1 for counts in by_round.values())
+        for r, counts in by_round.items():
+            assert counts == {self.oracle.counts[r]}
+
+    @invariant()
+    def inv_A5_exit_code_matches_phase(self) -> None:
+        """An agent has an exit code iff terminal: 0 iff SUCCEEDED, else 1, 3 or 128+signum."""
+        for state in self.agents.values():
+            if state.phase is P.SUCCEEDED:
+                assert state.exit_code == 0
+            elif state.phase is P.FAILED:
+                assert state.exit_code in (1, 3) or (state.exit_code or 0) > 128
+            else:
+                assert state.exit_code is None
+
+    @invariant()
+    def inv_A6_workers_start_only_in_a_fitting_round(self) -> None:
+        """StartWorkers comes only from a fitting round: ranks in its world, count within budget."""
+        for record in self.new_records("inv_A6_workers_start_only_in_a_fitting_round"):
+            for effect in record.result.effects:
+                if isinstance(effect, ag.StartWorkers):
+                    assert isinstance(record.event, ag.RoundCompleted)
+                    assert 0 <= effect.group_rank < effect.group_world_size <= self.config.max_nodes
+                    assert effect.restart_count <= self.config.max_restarts
+
+
+TestAgentsAndBudget = AgentsAndBudget.TestCase
