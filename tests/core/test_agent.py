@@ -250,7 +250,7 @@ def test_scale_up_opens_the_round_after_ours() -> None:
 @pytest.mark.parametrize(
     ("state", "event"),
     [
-        (JOINING, round_(n=-0, size=4)),  # more nodes than max_nodes
+        (JOINING, round_(size=4)),  # more nodes than max_nodes
         (evolve(JOINING, round=5), round_(n=5)),  # not a newer round
         (evolve(JOINING, restart_count=2), round_(count=1)),  # count went backwards
         (JOINING, round_(rank=2, size=2)),  # rank outside the world

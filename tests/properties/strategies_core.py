@@ -6,6 +6,7 @@ States come in two kinds: *constructed* (any values the classes' validators acce
 
 from __future__ import annotations
 
+from attrs import evolve
 from hypothesis import strategies as st
 
 from tpelastic.core import agent as ag
@@ -49,8 +50,6 @@ def fresh_workers(draw: st.DrawFn, local_rank: int | None = None) -> w.Worker:
 @st.composite
 def constructed_workers(draw: st.DrawFn) -> w.Worker:
     base = draw(fresh_workers())
-    from attrs import evolve
-
     return evolve(
         base,
         phase=draw(st.sampled_from(list(w.WorkerState))),
@@ -119,8 +118,6 @@ def reachable_groups(draw: st.DrawFn) -> wg.WorkerGroup:
 
 @st.composite
 def constructed_groups(draw: st.DrawFn) -> wg.WorkerGroup:
-    from attrs import evolve
-
     group = draw(fresh_groups())
     workers = tuple(
         evolve(
