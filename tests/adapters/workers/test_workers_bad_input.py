@@ -41,6 +41,8 @@ def _children() -> set[int]:
         (ok, {0: [1]}, {}, "args[0] must be a tuple"),
         (ok, {1: (1,)}, {}, "one tuple per local rank"),
         (42, (), {}, "entrypoint must be a command string or a callable"),
+        (sys.executable, "train.py", {}, "not the string 'train.py'"),
+        (sys.executable, {1: ()}, {}, "one tuple per local rank"),
         (sys.executable, (), {"attempt": "../up"}, "invalid attempt id"),
     ],
 )

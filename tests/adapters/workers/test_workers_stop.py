@@ -155,7 +155,10 @@ def test_signal_policy_forwards_usr1_and_stops_on_term(tmp_path):
             agent.kill()
             agent.wait()
     for rank in ("0", "1"):
-        assert _read(out / rank).split() == ["ready", "SIGUSR1", "SIGUSR2", "SIGTERM"]
+        seen = _read(out / rank).split()
+        # The two forwarded signals may arrive in either order; both come before the stop.
+        assert seen[0] == "ready" and seen[-1] == "SIGTERM" and len(seen) == 4
+        assert sorted(seen[1:3]) == ["SIGUSR1", "SIGUSR2"]
     assert _read(out / "agent_stopped") == "SIGTERM"
 
 

@@ -23,6 +23,15 @@ def _wait(ctx, timeout: float = 15.0):
     return result
 
 
+def _wait_for_failures(ctx, ranks: set[int], timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = ctx.wait(timeout=0.5, period=0.05)
+        if result is not None and set(result.failures) >= ranks:
+            return result
+    raise AssertionError(f"ranks {ranks} did not all fail in time")
+
+
 def test_all_succeed_and_pids_are_reported(tmp_path):
     ctx = start_processes(
         "ok", sys.executable, (script("exit_with.py"), "0"), _envs(2), log_dir=str(tmp_path)
@@ -54,8 +63,9 @@ def test_wait_returns_none_while_running_and_reacts_fast_to_an_exit(tmp_path):
 
 
 def test_each_failure_kind_is_reported_with_rank_code_and_root_cause(tmp_path, pid_dir):
-    behaviour = "0=ok,1=exit3@0.6,2=raise@0.3,3=sleep"
-    envs = _envs(4, BEHAVIOUR=behaviour, PID_DIR=pid_dir, RANK="")
+    # Rank 2 raises first, rank 1 exits 3 after that, then we SIGKILL rank 3; rank 0 succeeds.
+    behaviour = "0=ok,1=exit3@after2,2=raise@0.1,3=sleep"
+    envs = _envs(4, BEHAVIOUR=behaviour, PID_DIR=pid_dir)
     for rank in range(4):
         envs[rank]["RANK"] = str(10 + rank)
     ctx = start_processes(
@@ -68,11 +78,9 @@ def test_each_failure_kind_is_reported_with_rank_code_and_root_cause(tmp_path, p
     )
     try:
         victim = read_pids(pid_dir, "3")[0]
-        time.sleep(1.0)  # rank 2 raises at 0.3 s, rank 1 exits at 0.6 s, then we kill rank 3
+        _wait_for_failures(ctx, {1, 2})
         os.kill(victim, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while len((result := _wait(ctx)).failures) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        result = _wait_for_failures(ctx, {1, 2, 3})
     finally:
         ctx.close()
     failures = result.failures
@@ -212,3 +220,24 @@ def test_run_wide_attempt_ids_and_error_file_env(tmp_path):
         ctx.close()
     expected = str(tmp_path / "attempt_r3" / "0" / "error.json")
     assert open(result.stdouts[0]).read().split() == [expected, expected]
+
+
+def test_per_rank_command_args_and_context_manager(tmp_path):
+    args = {0: (script("exit_with.py"), "0"), 1: (script("exit_with.py"), "5")}
+    with start_processes("p", sys.executable, args, _envs(2), log_dir=str(tmp_path)) as ctx:
+        result = _wait(ctx)
+        pids = list(ctx.pids().values())
+    assert list(result.failures) == [1] and result.failures[1].exitcode == 5
+    assert all(not os.path.exists(f"/proc/{pid}") for pid in pids)
+
+
+def test_exit_detection_without_pidfd(tmp_path, monkeypatch):
+    # pidfds exist on this kernel; removing the function is the only way to exercise the
+    # fallback (a waiting thread and a pipe) that kernels before 5.3 and other systems use.
+    monkeypatch.delattr(os, "pidfd_open")
+    stamp = tmp_path / "stamp"
+    code = f"import sys, time; open({str(stamp)!r}, 'w').write(repr(time.time())); sys.exit(6)"
+    with start_processes("n", sys.executable, ("-c", code), _envs(1), log_dir=str(tmp_path)) as ctx:
+        result = _wait(ctx)
+    assert result.failures[0].exitcode == 6
+    assert result.failures[0].timestamp - float(stamp.read_text()) < 0.1

@@ -85,6 +85,12 @@ class PContext(abc.ABC):
         self._watcher = threading.Thread(target=self._watch, name=f"watch-{name}", daemon=True)
         self._watchdog: subprocess.Popen[bytes] | None = None
 
+    def __enter__(self) -> PContext:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
     # -- starting -------------------------------------------------------------------------------
 
     def start(self) -> None:

@@ -82,6 +82,18 @@ def _check_envs(envs: Mapping[int, Mapping[str, str]]) -> dict[int, dict[str, st
     return {rank: {str(k): str(v) for k, v in env.items()} for rank, env in envs.items()}
 
 
+def _command_args(args: Any, envs: Mapping[int, Any]) -> dict[int, tuple[str, ...]]:
+    """A command's arguments per rank: one shared tuple, or a dict of one tuple per rank."""
+    if isinstance(args, Mapping):
+        if sorted(args) != sorted(envs):
+            raise WorkerStartError("args must hold one tuple per local rank, like envs")
+        return {rank: tuple(str(a) for a in args[rank]) for rank in envs}
+    if isinstance(args, str):
+        raise WorkerStartError(f"args must be a tuple of arguments, not the string {args!r}")
+    shared = tuple(str(a) for a in (args or ()))
+    return {rank: shared for rank in envs}
+
+
 def start_processes(
     name: str,
     entrypoint: Callable[..., Any] | str,
@@ -99,8 +111,8 @@ def start_processes(
     Args:
         name: the role name (prefix of teed lines, ``[name0]:``).
         entrypoint: a command (str: subprocess workers) or a callable (multiprocessing workers).
-        args: for a command, one tuple shared by every rank; for a callable, a dict with one
-            tuple per local rank.
+        args: for a callable, a dict with one tuple per local rank; for a command, either one
+            tuple shared by every rank or such a dict (torchrun's form).
         envs: per local rank ``0..n-1``, the variables added to that worker's environment.
         logs_specs: where output goes; when given, ``log_dir``/``redirects``/``tee``/``attempt``
             must be left at their defaults.
@@ -121,11 +133,12 @@ def start_processes(
         raise WorkerStartError("give either logs_specs or log_dir/redirects/tee/attempt, not both")
     ctx: PContext
     if isinstance(entrypoint, str):
-        str_args = tuple(str(a) for a in (args or ()))
+        per_rank_args = _command_args(args, clean_envs)
         _check_executable(entrypoint)
-        _check_python_script(entrypoint, str_args)
+        for rank_args in per_rank_args.values():
+            _check_python_script(entrypoint, rank_args)
         attempt_dir, files = logs_specs.reify(len(clean_envs))
-        ctx = SubprocessContext(name, entrypoint, str_args, clean_envs, files, attempt_dir)
+        ctx = SubprocessContext(name, entrypoint, per_rank_args, clean_envs, files, attempt_dir)
     elif callable(entrypoint):
         per_rank = dict(args or {})
         if sorted(per_rank) != sorted(clean_envs):

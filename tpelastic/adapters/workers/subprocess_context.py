@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from typing import IO, Any
 
 from tpelastic.adapters.workers.context import PContext, WorkerHandle
@@ -23,11 +24,10 @@ class _PopenWorker(WorkerHandle):
     def __init__(self, local_rank: int, popen: subprocess.Popen[bytes]) -> None:
         super().__init__(local_rank, popen.pid)
         self.popen = popen
-        # A pidfd turns "has it exited?" into something select() can wait on.
-        self._pidfd: int | None = os.pidfd_open(popen.pid)
+        self._fd: int | None = _exit_fd(popen)
 
     def wait_handle(self) -> Any:
-        return self._pidfd
+        return self._fd
 
     def reap(self, timeout: float) -> int | None:
         try:
@@ -36,18 +36,38 @@ class _PopenWorker(WorkerHandle):
             return None
 
     def release(self) -> None:
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _exit_fd(popen: subprocess.Popen[bytes]) -> int:
+    """An fd that becomes readable when ``popen`` exits.
+
+    A pidfd (Linux 5.3+) costs nothing. Elsewhere a small thread waits for the process and then
+    writes to a pipe, so the watcher can still block on one set of fds.
+    """
+    try:
+        return os.pidfd_open(popen.pid)
+    except (AttributeError, OSError):
+        read_fd, write_fd = os.pipe()
+
+        def wait_then_signal() -> None:
+            popen.wait()
+            os.write(write_fd, b"x")
+            os.close(write_fd)
+
+        threading.Thread(target=wait_then_signal, name=f"exit-{popen.pid}", daemon=True).start()
+        return read_fd
 
 
 class SubprocessContext(PContext):
-    """Workers started as commands; ``args`` is one argument tuple shared by every rank.
+    """Workers started as commands, each with its own argument tuple.
 
     Args:
         name: the role name used in console prefixes.
         entrypoint: the command (a name on PATH or a path).
-        args: the arguments, the same for every rank.
+        args: per local rank, the command's arguments.
         envs: per local rank, the extra environment.
         files: per local rank, where its logs go.
         attempt_dir: the attempt folder.
@@ -57,13 +77,13 @@ class SubprocessContext(PContext):
         self,
         name: str,
         entrypoint: str,
-        args: tuple[str, ...],
+        args: dict[int, tuple[str, ...]],
         envs: dict[int, dict[str, str]],
         files: dict[int, RankFiles],
         attempt_dir: str,
     ) -> None:
         super().__init__(name, entrypoint, envs, files, attempt_dir)
-        self.args = tuple(str(a) for a in args)
+        self.args = {rank: tuple(str(a) for a in value) for rank, value in args.items()}
 
     def _start_one(self, local_rank: int) -> WorkerHandle:
         files = self.files[local_rank]
@@ -72,7 +92,7 @@ class SubprocessContext(PContext):
         err, err_pipe = self._stream(files.stderr, files.tee_stderr)
         try:
             popen = subprocess.Popen(
-                [*argv, *self.args],
+                [*argv, *self.args[local_rank]],
                 env=self.worker_env(local_rank),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
