@@ -9,6 +9,7 @@ import sys
 import time
 
 import psutil
+import pytest
 from conftest import alive, read_pids, script, wait_gone
 
 from tpelastic.adapters.workers import shim, watchdog
@@ -22,6 +23,7 @@ def _tree_envs(n: int, pid_dir: str) -> dict[int, dict[str, str]]:
 
 
 def test_close_kills_wrapper_scripts_and_grandchildren(pid_dir, tmp_path):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
     ctx = start_processes(
         "t", script("wrapper.sh"), (), _tree_envs(2, pid_dir), log_dir=str(tmp_path)
     )
@@ -33,6 +35,8 @@ def test_close_kills_wrapper_scripts_and_grandchildren(pid_dir, tmp_path):
     assert alive(pids) == []
     assert ctx.wait(timeout=0) is not None  # done; the stopped workers are not failures
     assert not ctx.wait(timeout=0).failures
+    # Nothing of ours is left either: no shim, no watchdog.
+    assert alive([p.pid for p in psutil.Process().children(recursive=True)]) == alive(list(before))
 
 
 def test_close_sigkills_workers_that_ignore_sigterm_after_the_grace(pid_dir, tmp_path):
@@ -61,6 +65,19 @@ def test_close_with_a_custom_death_signal(tmp_path):
     assert time.monotonic() - started < 2 and alive([pid]) == []
 
 
+def test_close_catches_children_in_new_sessions_and_children_born_during_the_grace(
+    pid_dir, tmp_path
+):
+    env = {"LOCAL_RANK": "0", "PID_DIR": pid_dir}
+    ctx = start_processes(
+        "e", sys.executable, (script("escape.py"),), {0: env}, log_dir=str(tmp_path)
+    )
+    worker, escaped = read_pids(pid_dir, "0")
+    ctx.close(timeout=1.0)  # SIGTERM makes the worker start a child, then SIGKILL after 1 s
+    late = read_pids(pid_dir, "late", timeout=1)
+    assert alive([worker, escaped, *late]) == []
+
+
 def _kill_agent_and_check(kind: str, pid_dir: str) -> None:
     agent = subprocess.Popen([sys.executable, script("agent_parent.py"), pid_dir, kind])
     try:
@@ -83,8 +100,9 @@ def test_sigkill_of_the_agent_leaves_no_subprocess_worker_behind(pid_dir):
     _kill_agent_and_check("subprocess", pid_dir)
 
 
-def test_sigkill_of_the_agent_leaves_no_multiprocessing_worker_behind(pid_dir):
-    _kill_agent_and_check("spawn", pid_dir)
+@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"])
+def test_sigkill_of_the_agent_leaves_no_multiprocessing_worker_behind(method, pid_dir):
+    _kill_agent_and_check(method, pid_dir)
 
 
 def test_watchdog_alone_kills_the_groups_when_the_agent_dies(tmp_path):

@@ -7,6 +7,8 @@ import os
 import signal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tpelastic.adapters.workers.api import (
     ChildFailedError,
@@ -128,3 +130,19 @@ def test_read_error_file_converts_torch_format_and_tolerates_garbage(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     assert read_error_file(str(tmp_path / "bad.json")) is None
     assert read_error_file(str(tmp_path / "absent.json")) is None
+
+
+@given(
+    st.integers(min_value=1, max_value=8).flatmap(
+        lambda n: st.tuples(
+            st.just(n),
+            st.dictionaries(st.integers(0, n - 1), st.integers(0, 3), min_size=1),
+        )
+    )
+)
+def test_to_map_reads_back_any_per_rank_spec(case):
+    size, per_rank = case
+    spec = ",".join(f"{rank}:{value}" for rank, value in per_rank.items())
+    expanded = to_map(spec, size)
+    assert set(expanded) == set(range(size))
+    assert all(expanded[r] == Std(per_rank.get(r, 0)) for r in range(size))

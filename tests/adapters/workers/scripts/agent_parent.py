@@ -1,6 +1,6 @@
 """A stand-in agent: start 2 workers running tree.py, write their pids, then wait to be killed.
 
-agent_parent.py PID_DIR [spawn|subprocess]
+agent_parent.py PID_DIR subprocess|spawn|fork|forkserver
 """
 
 import os
@@ -25,7 +25,8 @@ if __name__ == "__main__":
     if kind == "subprocess":
         ctx = start_processes("agent", sys.executable, (os.path.join(HERE, "tree.py"),), envs)
     else:
-        ctx = start_processes("agent", tree_worker, {0: (pid_dir,), 1: (pid_dir,)}, envs)
+        args = {0: (pid_dir,), 1: (pid_dir,)}
+        ctx = start_processes("agent", tree_worker, args, envs, start_method=kind)
     with open(os.path.join(pid_dir, "agent.tmp"), "w") as out:
         out.write(" ".join(str(p) for p in ctx.pids().values()))
     os.replace(os.path.join(pid_dir, "agent.tmp"), os.path.join(pid_dir, "agent"))
