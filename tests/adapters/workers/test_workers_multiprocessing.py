@@ -96,3 +96,17 @@ def test_sys_exit_zero_counts_as_success_with_no_value(tmp_path):
     finally:
         ctx.close()
     assert result is not None and result.return_values == {0: None} and not result.failures
+
+
+def return_unpicklable() -> object:
+    return lambda: None
+
+
+def test_a_return_value_that_cannot_be_pickled_fails_the_worker_clearly(tmp_path):
+    ctx = start_processes("u", return_unpicklable, {0: ()}, {0: {}}, log_dir=str(tmp_path))
+    try:
+        result = ctx.wait(timeout=30, period=0.05)
+    finally:
+        ctx.close()
+    assert result is not None and result.failures[0].exitcode == 1
+    assert "pickle" in result.failures[0].message.lower()

@@ -76,16 +76,21 @@ def run_worker(
         sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")
     try:
         value = fn(*args)
+        _save_return_value(value, return_file)
     except Exception as exc:
         write_error_file(exc)
         traceback.print_exc()
         sys.stderr.flush()
         sys.exit(1)
+    sys.stdout.flush()
+
+
+def _save_return_value(value: Any, return_file: str) -> None:
+    """Pickle ``value`` atomically; a value that cannot be pickled fails the worker."""
     tmp = f"{return_file}.tmp"
     with open(tmp, "wb") as out:
         pickle.dump(value, out)
     os.replace(tmp, return_file)
-    sys.stdout.flush()
 
 
 __all__ = ["run_worker"]

@@ -70,6 +70,7 @@ class MultiprocessContext(PContext):
         self.args = args
         self.start_method = start_method
         self._mp: Any = multiprocessing.get_context(start_method)
+        self._values: dict[int, Any] = {}  # return values read so far (each file read once)
 
     def _start_one(self, local_rank: int) -> WorkerHandle:
         files = self.files[local_rank]
@@ -118,6 +119,12 @@ class MultiprocessContext(PContext):
         self._pumps.append(StreamPump(read_fd, log, console_fd(console), prefix).start())
 
     def _return_value(self, local_rank: int) -> Any:
+        if local_rank in self._values:
+            return self._values[local_rank]
+        self._values[local_rank] = self._load_return_value(local_rank)
+        return self._values[local_rank]
+
+    def _load_return_value(self, local_rank: int) -> Any:
         try:
             with open(self.files[local_rank].return_file, "rb") as src:
                 return pickle.load(src)
