@@ -3,8 +3,57 @@ RendezvousSettings, DynamicRendezvousHandler, StaticTCPRendezvous, P10dRendezvou
 TpRendezvousBackend, create_handler and the Rendezvous*Error types.
 
 This module is the public import path for these names; they are defined under
-``tpelastic.core`` and ``tpelastic.adapters`` and re-exported here. Names not yet listed in
-``__all__`` arrive with the rendezvous issue.
+``tpelastic.core`` and ``tpelastic.adapters`` and re-exported here. ``handler_registry`` is the
+default :class:`HandlerRegistry` that ``create_handler`` uses; build your own registry with
+``builtin_registry()`` when you need an isolated one.
 """
 
-__all__: list[str] = []
+from tpelastic.adapters.rendezvous.errors import (
+    RendezvousClosedError,
+    RendezvousConnectionError,
+    RendezvousError,
+    RendezvousGracefulExitError,
+    RendezvousJoinTimeoutError,
+    RendezvousStateError,
+    RendezvousTimeoutError,
+)
+from tpelastic.adapters.rendezvous.handler import RendezvousHandler
+from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
+from tpelastic.adapters.rendezvous.parameters import (
+    RendezvousParameters,
+    RendezvousTimeout,
+    parse_rdzv_conf,
+)
+from tpelastic.adapters.rendezvous.registry import (
+    ENTRY_POINT_GROUP,
+    HandlerRegistry,
+    builtin_registry,
+)
+from tpelastic.adapters.rendezvous.static import StaticTCPRendezvous
+
+handler_registry = builtin_registry()
+"""The default registry: built-in backends plus installed entry points."""
+
+create_handler = handler_registry.create_handler
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "HandlerRegistry",
+    "RendezvousClosedError",
+    "RendezvousConnectionError",
+    "RendezvousError",
+    "RendezvousGracefulExitError",
+    "RendezvousHandler",
+    "RendezvousInfo",
+    "RendezvousJoinTimeoutError",
+    "RendezvousParameters",
+    "RendezvousStateError",
+    "RendezvousStoreInfo",
+    "RendezvousTimeout",
+    "RendezvousTimeoutError",
+    "StaticTCPRendezvous",
+    "builtin_registry",
+    "create_handler",
+    "handler_registry",
+    "parse_rdzv_conf",
+]

@@ -1,0 +1,313 @@
+"""RendezvousParameters: one rendezvous request (backend, endpoint, run, bounds, --rdzv-conf).
+
+Config keys read here have torchrun's names, meanings and units (seconds):
+
+==========================  =======  ===========================================================
+key                         default  meaning
+==========================  =======  ===========================================================
+join_timeout                600      how long a node may wait for a round to reach min nodes
+last_call_timeout           30       extra wait for more nodes once min nodes have joined
+close_timeout               30       how long to wait for the rendezvous to close
+keep_alive_interval         5        seconds between a node's heartbeats (alias: heartbeat)
+keep_alive_max_attempt      3        missed heartbeats after which a node is considered dead
+read_timeout                60       how long one store call may take before it fails
+is_host                     (auto)   whether this agent hosts the TCPStore server
+store_type                  tcp      ``tcp`` (TCPStore at the endpoint) or ``file`` (a path)
+==========================  =======  ===========================================================
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from attrs import field, frozen
+
+DEFAULT_PORT = 29400
+STORE_TYPES = ("tcp", "file")
+_TRUE = ("1", "true", "yes")
+_FALSE = ("0", "false", "no")
+
+
+def _positive(_instance: object, attribute: Any, value: float) -> None:
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(
+            f"timeout {attribute.name} must be a positive number of seconds, got {value!r}"
+        )
+
+
+@frozen(kw_only=True)
+class RendezvousTimeout:
+    """The rendezvous time budgets, in seconds.
+
+    ``heartbeat`` is the interval between keep-alives; a node is considered dead after
+    ``keep_alive_expiry`` (= heartbeat * keep_alive_max_attempt) without one.
+    """
+
+    join: float = field(default=600.0, validator=_positive)
+    last_call: float = field(default=30.0, validator=_positive)
+    close: float = field(default=30.0, validator=_positive)
+    heartbeat: float = field(default=5.0, validator=_positive)
+    keep_alive_max_attempt: int = field(default=3)
+
+    @keep_alive_max_attempt.validator
+    def _check_attempts(self, _attribute: object, value: int) -> None:
+        if value < 1:
+            raise ValueError(f"keep_alive_max_attempt must be >= 1, got {value!r}")
+
+    @property
+    def keep_alive_expiry(self) -> float:
+        return self.heartbeat * self.keep_alive_max_attempt
+
+
+def parse_endpoint(
+    endpoint: str, default_port: int | None = DEFAULT_PORT
+) -> tuple[str, int | None]:
+    """Split ``"host[:port]"`` (IPv6 as ``"[::1]:29400"`` or bare ``"::1"``) into host and port.
+
+    Returns ``(host, port)``; ``port`` is ``default_port`` when the endpoint names none, and the
+    host is ``""`` for an empty endpoint.
+
+    Raises:
+        ValueError: unbalanced brackets, an empty host before a port, or a port that is not a
+            number in 0..65535. The message quotes the endpoint.
+    """
+    text = endpoint.strip()
+    if not text:
+        return "", default_port
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or not host:
+            raise ValueError(f"rendezvous endpoint {endpoint!r}: IPv6 host needs '[addr]' brackets")
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"rendezvous endpoint {endpoint!r}: expected ':port' after ']'")
+        return host, _port(endpoint, rest[1:]) if rest else default_port
+    if text.count(":") > 1:  # a bare IPv6 address: it cannot carry a port without brackets
+        return text, default_port
+    host, colon, port_text = text.partition(":")
+    if not host:
+        raise ValueError(f"rendezvous endpoint {endpoint!r} has no host before the port")
+    return host, _port(endpoint, port_text) if colon else default_port
+
+
+def _port(endpoint: str, text: str) -> int:
+    if not text.isdigit() or not text.isascii():
+        raise ValueError(f"rendezvous endpoint {endpoint!r}: port {text!r} is not a number")
+    port = int(text)
+    if port > 65535:
+        raise ValueError(f"rendezvous endpoint {endpoint!r}: port {port} is not in 0..65535")
+    return port
+
+
+def parse_rdzv_conf(text: str) -> dict[str, str]:
+    """Parse ``--rdzv-conf`` text, ``"k=v,k2=v2"``, into a dict of strings.
+
+    Raises:
+        ValueError: an item without ``=``, an empty key, or a key given twice.
+    """
+    config: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, equals, value = item.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise ValueError(f"--rdzv-conf item {item.strip()!r} is not key=value")
+        if key in config:
+            raise ValueError(f"--rdzv-conf key {key!r} is given twice")
+        config[key] = value.strip()
+    return config
+
+
+class RendezvousParameters:
+    """Parameters of one rendezvous request.
+
+    Args:
+        backend: the backend name (``static``, ``tcp``/``c10d``/``p10d``, ``file``, ...).
+        endpoint: ``host[:port]`` of the rendezvous store (a path for the file backend).
+        run_id: the job's id; every agent of a job uses the same one.
+        min_nodes: the fewest nodes a round may have (>= 1).
+        max_nodes: the most nodes a round may have (>= min_nodes).
+        local_addr: this node's address as others should reach it (autodetected when None).
+        **config: backend options (``--rdzv-conf``); see the module docstring for known keys.
+
+    Raises:
+        ValueError: any bad argument or bad value of a known config key, in one line naming it.
+            Everything is checked here, so later property reads do not fail.
+    """
+
+    def __init__(
+        self,
+        backend: str,
+        endpoint: str,
+        run_id: str,
+        min_nodes: int,
+        max_nodes: int,
+        local_addr: str | None = None,
+        **config: Any,
+    ) -> None:
+        _require_text("rendezvous backend", backend)
+        _require_text("run_id", run_id)
+        if not isinstance(endpoint, str):
+            raise ValueError(f"rendezvous endpoint must be a string, got {endpoint!r}")
+        for name, value in (("min_nodes", min_nodes), ("max_nodes", max_nodes)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        if min_nodes < 1:
+            raise ValueError(f"min_nodes must be >= 1, got {min_nodes}")
+        if max_nodes < min_nodes:
+            raise ValueError(f"max_nodes ({max_nodes}) must be >= min_nodes ({min_nodes})")
+        self.backend = backend
+        self.endpoint = endpoint
+        self.run_id = run_id
+        self.min_nodes = min_nodes
+        self.max_nodes = max_nodes
+        self.local_addr = local_addr
+        self.config: dict[str, Any] = dict(config)
+        if self.store_type != "file":  # a file backend's endpoint is a path, not host:port
+            parse_endpoint(endpoint)
+        # Read every known key once now, so that bad values fail at construction.
+        _ = (self.timeout, self.read_timeout, self.is_host)
+
+    def __repr__(self) -> str:
+        return (
+            f"RendezvousParameters(backend={self.backend!r}, endpoint={self.endpoint!r}, "
+            f"run_id={self.run_id!r}, min_nodes={self.min_nodes}, max_nodes={self.max_nodes}, "
+            f"local_addr={self.local_addr!r}, config={self.config!r})"
+        )
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The config value of ``key``, or ``default`` when it is absent or None."""
+        value = self.config.get(key)
+        return default if value is None else value
+
+    def get_as_bool(self, key: str, default: bool | None = None) -> bool | None:
+        """``key`` as a bool: accepts bools and 1/0/true/false/yes/no in any case.
+
+        Raises:
+            ValueError: any other value; the message names the key.
+        """
+        value = self.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+        raise ValueError(
+            f"rendezvous config {key}={value!r} is not a boolean (use 1/0/true/false/yes/no)"
+        )
+
+    def get_as_int(self, key: str, default: int | None = None) -> int | None:
+        """``key`` as an int (ints and decimal strings).
+
+        Raises:
+            ValueError: any other value; the message names the key.
+        """
+        value = self.get(key)
+        if value is None:
+            return default
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise ValueError(f"rendezvous config {key}={value!r} is not an integer") from None
+
+    def get_as_float(self, key: str, default: float | None = None) -> float | None:
+        """``key`` as a finite float (numbers and numeric strings, e.g. ``"0.5"``).
+
+        Raises:
+            ValueError: any other value; the message names the key.
+        """
+        value = self.get(key)
+        if value is None:
+            return default
+        try:
+            number = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number):
+            raise ValueError(f"rendezvous config {key}={value!r} is not a number")
+        return number
+
+    def host_port(self, default_port: int | None = DEFAULT_PORT) -> tuple[str, int | None]:
+        """The endpoint split into ``(host, port)``; see :func:`parse_endpoint`."""
+        return parse_endpoint(self.endpoint, default_port)
+
+    @property
+    def timeout(self) -> RendezvousTimeout:
+        """The time budgets from join/last_call/close_timeout and the keep-alive keys."""
+        return RendezvousTimeout(
+            join=self._seconds("join_timeout", 600.0),
+            last_call=self._seconds("last_call_timeout", 30.0),
+            close=self._seconds("close_timeout", 30.0),
+            heartbeat=self._heartbeat(),
+            keep_alive_max_attempt=self._at_least_one("keep_alive_max_attempt", 3),
+        )
+
+    @property
+    def read_timeout(self) -> float:
+        """Seconds one store call may take (connect retries included) before it fails."""
+        return self._seconds("read_timeout", 60.0)
+
+    @property
+    def is_host(self) -> bool | None:
+        """Config ``is_host``: True/False when given, None to decide from the endpoint."""
+        return self.get_as_bool("is_host")
+
+    @property
+    def store_type(self) -> str:
+        """Config ``store_type``: ``tcp`` (default) or ``file``.
+
+        Raises:
+            ValueError: any other value.
+        """
+        kind = str(self.get("store_type", "tcp")).strip().lower()
+        if kind not in STORE_TYPES:
+            raise ValueError(
+                f"rendezvous config store_type={kind!r} is not one of {', '.join(STORE_TYPES)}"
+            )
+        return kind
+
+    def _seconds(self, key: str, default: float) -> float:
+        value = self.get_as_float(key, default)
+        assert value is not None
+        if value <= 0:
+            raise ValueError(f"rendezvous config {key}={self.get(key)!r} must be > 0 seconds")
+        return value
+
+    def _at_least_one(self, key: str, default: int) -> int:
+        value = self.get_as_int(key, default)
+        assert value is not None
+        if value < 1:
+            raise ValueError(f"rendezvous config {key}={value!r} must be >= 1")
+        return value
+
+    def _heartbeat(self) -> float:
+        given = {k: self.get(k) for k in ("keep_alive_interval", "heartbeat") if k in self.config}
+        if len(given) == 2 and self._seconds("heartbeat", 5.0) != self._seconds(
+            "keep_alive_interval", 5.0
+        ):
+            raise ValueError(
+                "rendezvous config heartbeat and keep_alive_interval are one setting and differ"
+            )
+        key = "keep_alive_interval" if "keep_alive_interval" in given else "heartbeat"
+        return self._seconds(key, 5.0)
+
+
+def _require_text(name: str, value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+
+
+__all__ = [
+    "DEFAULT_PORT",
+    "RendezvousParameters",
+    "RendezvousTimeout",
+    "parse_endpoint",
+    "parse_rdzv_conf",
+]

@@ -1,0 +1,226 @@
+"""StaticTCPRendezvous: one fixed membership over a TCPStore at a known endpoint.
+
+Ranks are not negotiated: every node is told its rank (config ``rank``, the node rank) and the
+world size (min_nodes == max_nodes). The node that hosts the store (rank 0, or whichever has
+``is_host=true``) runs the TCPStore server at the endpoint; the others connect to it. A round is
+one barrier: each node counts itself in, the last one marks the round complete, and everyone
+waits for that mark, all bounded by the join timeout.
+
+Membership never changes, so calling ``next_rendezvous`` again (an agent restarting its workers)
+answers at once with the same ranks, until the rendezvous is closed.
+
+Keys, under ``tpelastic/<run_id>/``: ``static/joined`` (counter), ``static/complete``,
+``static/master`` (the bootstrap endpoint record) and ``closed``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from tpelastic.adapters.rendezvous.errors import (
+    RendezvousClosedError,
+    RendezvousConnectionError,
+    RendezvousJoinTimeoutError,
+    store_errors_as_rendezvous_errors,
+)
+from tpelastic.adapters.rendezvous.handler import RendezvousHandler
+from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
+from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
+from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.adapters.stores.tensorplay_store import TensorplayStore, prefix_store, tcp_store
+
+
+class StaticTCPRendezvous(RendezvousHandler):
+    """One-shot rendezvous with fixed membership over a static TCPStore endpoint.
+
+    Args:
+        master_addr: host of the store endpoint (the address the host node listens on).
+        master_port: port of the store endpoint (1..65535).
+        rank: this node's rank, ``0 <= rank < world_size``.
+        world_size: the number of nodes.
+        run_id: the job's id; its keys live under ``tpelastic/<run_id>/``.
+        timeout: the join timeout in seconds: how long to wait for the host and the other nodes.
+        is_host: whether this node runs the store server (default: ``rank == 0``).
+        read_timeout: how long one store call may take once joined.
+    """
+
+    def __init__(
+        self,
+        master_addr: str,
+        master_port: int,
+        rank: int,
+        world_size: int,
+        run_id: str,
+        timeout: float = 600.0,
+        *,
+        is_host: bool | None = None,
+        read_timeout: float = 60.0,
+    ) -> None:
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"static rendezvous: rank {rank} is outside 0..{world_size - 1}")
+        if not 0 < master_port <= 65535:
+            raise ValueError(f"static rendezvous: port {master_port} is not in 1..65535")
+        self.master_addr = master_addr
+        self.master_port = master_port
+        self.rank = rank
+        self.world_size = world_size
+        self.run_id = run_id
+        self.timeout = timeout
+        self.is_host = rank == 0 if is_host is None else is_host
+        self.read_timeout = read_timeout
+        self._base: TensorplayStore | None = None
+        self._run_store: TensorplayStore | None = None
+        self._info: RendezvousInfo | None = None
+        self._closed = False
+
+    def get_backend(self) -> str:
+        return "static"
+
+    def get_run_id(self) -> str:
+        return self.run_id
+
+    @property
+    def use_agent_store(self) -> bool:
+        # The bootstrap endpoint is the store endpoint itself, so workers can share it.
+        return True
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        """Wait until all ``world_size`` nodes have joined; answer with this node's rank.
+
+        Raises:
+            RendezvousClosedError: the rendezvous was closed.
+            RendezvousJoinTimeoutError: not every node joined within the join timeout.
+            RendezvousConnectionError: the store cannot be hosted (port in use) or reached.
+            RendezvousStateError: the master address record is unreadable.
+        """
+        if self._closed:
+            raise RendezvousClosedError(f"static rendezvous {self.run_id!r} is closed")
+        if self._info is not None:
+            if self.is_closed():
+                raise RendezvousClosedError(f"static rendezvous {self.run_id!r} is closed")
+            return self._info
+        deadline = time.monotonic() + self.timeout
+        store = self._store()
+        context = f"static rendezvous {self.run_id!r}, rank {self.rank}"
+        with store_errors_as_rendezvous_errors(context):
+            joining = self._first_contact()
+            if self.rank == 0:
+                master = self._publish_master(store)
+            self._join_barrier(store, joining, deadline)
+            if self.rank != 0:
+                master = self._publish_master(store, max(0.0, deadline - time.monotonic()))
+        self._info = RendezvousInfo(store, self.rank, self.world_size, master)
+        return self._info
+
+    def _first_contact(self) -> TensorplayStore:
+        # The host may start later than we do: a client made with the join timeout keeps
+        # retrying the connection until then (the regular client gives up after read_timeout).
+        joining = prefix_store(
+            f"tpelastic/{self.run_id}",
+            tcp_store(self.master_addr, self.master_port, is_server=False, timeout=self.timeout),
+        )
+        try:
+            closed = joining.get("closed") is not None
+        except StoreUnavailable as error:
+            raise RendezvousConnectionError(
+                f"static rendezvous {self.run_id!r}: no store server at "
+                f"{self.master_addr}:{self.master_port} within {self.timeout:g} s ({error})"
+            ) from error
+        if closed:
+            self._closed = True
+            raise RendezvousClosedError(f"static rendezvous {self.run_id!r} is closed")
+        return joining
+
+    def _publish_master(self, store: TensorplayStore, timeout: float = 0.0) -> RendezvousStoreInfo:
+        return RendezvousStoreInfo.build(
+            self.rank,
+            store,
+            self.master_addr,
+            self.master_port,
+            key="static/master",
+            timeout=timeout,
+        )
+
+    def _join_barrier(
+        self, store: TensorplayStore, joining: TensorplayStore, deadline: float
+    ) -> None:
+        joined = joining.add("static/joined", 1)
+        if joined == self.world_size:
+            store.set("static/complete", b"1")
+        if not store.wait_for(["static/complete"], max(0.0, deadline - time.monotonic())):
+            count = store.add("static/joined", 0)
+            raise RendezvousJoinTimeoutError(
+                f"static rendezvous {self.run_id!r}: {count} of {self.world_size} nodes joined "
+                f"within {self.timeout:g} s"
+            )
+
+    def _store(self) -> TensorplayStore:
+        if self._run_store is None:
+            try:
+                self._base = tcp_store(
+                    self.master_addr,
+                    self.master_port,
+                    is_server=self.is_host,
+                    timeout=self.read_timeout,
+                )
+            except StoreUnavailable as error:
+                raise RendezvousConnectionError(
+                    f"static rendezvous {self.run_id!r}: cannot host the store: {error}"
+                ) from error
+            self._run_store = prefix_store(f"tpelastic/{self.run_id}", self._base)
+        return self._run_store
+
+    def is_closed(self) -> bool:
+        if not self._closed:
+            with store_errors_as_rendezvous_errors(f"static rendezvous {self.run_id!r}"):
+                self._closed = self._store().get("closed") is not None
+        return self._closed
+
+    def set_closed(self) -> None:
+        with store_errors_as_rendezvous_errors(f"static rendezvous {self.run_id!r}"):
+            self._store().set("closed", b"1")
+        self._closed = True
+
+    def num_nodes_waiting(self) -> int:
+        return 0  # membership is fixed: no one can be waiting for a later round
+
+    def shutdown(self) -> bool:
+        for store in (self._run_store, self._base):
+            if store is not None:
+                store.close()
+        self._run_store = self._base = None
+        return True
+
+
+def create_static_handler(params: RendezvousParameters) -> StaticTCPRendezvous:
+    """The ``static`` backend's factory: rank from config ``rank``, world = min = max nodes.
+
+    Raises:
+        ValueError: config ``rank`` missing or out of range, min_nodes != max_nodes, or an
+            endpoint without a host.
+    """
+    if params.min_nodes != params.max_nodes:
+        raise ValueError(
+            "static rendezvous needs a fixed world (min_nodes == max_nodes), "
+            f"got {params.min_nodes}:{params.max_nodes}"
+        )
+    rank = params.get_as_int("rank")
+    if rank is None:
+        raise ValueError("static rendezvous needs config key 'rank' (this node's rank)")
+    host, port = params.host_port(DEFAULT_PORT)
+    if not host:
+        raise ValueError("static rendezvous needs an endpoint 'host[:port]'")
+    assert port is not None
+    return StaticTCPRendezvous(
+        host,
+        port,
+        rank,
+        params.max_nodes,
+        params.run_id,
+        params.timeout.join,
+        is_host=params.is_host,
+        read_timeout=params.read_timeout,
+    )
+
+
+__all__ = ["StaticTCPRendezvous", "create_static_handler"]
