@@ -218,3 +218,26 @@ def test_send_signal_reaches_the_program_behind_a_wrapper_only_with_to_group(tmp
         ctx.close(timeout=2)
     assert _read(out / "0").split()[:2] == ["ready", "SIGUSR1"]
     assert "SIGUSR2" not in _read(out / "0")
+
+
+def test_workers_started_from_a_short_lived_thread_survive_it(tmp_path):
+    """The parent-death signal follows the forking thread; that thread must not be the caller's."""
+    import threading
+
+    box = {}
+    code = "import time; time.sleep(30)"
+
+    def start() -> None:
+        box["ctx"] = start_processes(
+            "th", sys.executable, ("-c", code), {0: {}}, log_dir=str(tmp_path)
+        )
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join(timeout=20)
+    ctx = box["ctx"]
+    try:
+        time.sleep(0.5)
+        assert ctx.wait(timeout=0) is None  # still running after the starting thread ended
+    finally:
+        ctx.close(timeout=2)

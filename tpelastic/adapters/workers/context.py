@@ -9,12 +9,15 @@ first. Subclasses only know how to start one worker and how to reap it.
 from __future__ import annotations
 
 import abc
+import functools
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import wait as wait_handles
 from typing import Any
 
@@ -25,6 +28,55 @@ from tpelastic.adapters.workers.tee import StreamPump
 from tpelastic.adapters.workers.tree import kill_trees
 
 _WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
+
+_START_TIMEOUT = 120.0
+
+
+class _Launcher:
+    """One long-lived daemon thread that forks every worker of this agent process.
+
+    Linux sends the parent-death signal when the *thread* that forked a worker ends, not the
+    process. Forking from this thread, which lives as long as the agent, lets callers start
+    workers from short-lived threads. (Not a ThreadPoolExecutor: its exit hook breaks children
+    forked from its threads with the ``fork`` start method.)
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]]]
+        self._jobs = queue.Queue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def run(self, job: Callable[[], Any], timeout: float = _START_TIMEOUT) -> Any:
+        """Run ``job`` on the launcher thread and return its result (or raise its error).
+
+        Raises:
+            TimeoutError: the job did not finish within ``timeout`` seconds.
+        """
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="tp-launch", daemon=True)
+                self._thread.start()
+        reply: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+        self._jobs.put((job, reply))
+        try:
+            ok, value = reply.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"starting a worker took more than {timeout} s") from None
+        if not ok:
+            raise value
+        return value
+
+    def _loop(self) -> None:
+        while True:
+            job, reply = self._jobs.get()
+            try:
+                reply.put((True, job()))
+            except BaseException as err:  # handed to the caller, who re-raises it
+                reply.put((False, err))
+
+
+_LAUNCHER = _Launcher()
 
 
 class WorkerHandle(abc.ABC):
@@ -105,7 +157,7 @@ class PContext(abc.ABC):
         )
         try:
             for rank in range(self.nprocs):
-                handle = self._start_one(rank)
+                handle = _LAUNCHER.run(functools.partial(self._start_one, rank))
                 self._workers[rank] = handle
                 self._tell_watchdog(f"{handle.pid}\n")
         except BaseException:
