@@ -197,7 +197,7 @@ class ChildFailedError(Exception):
             raise ValueError("ChildFailedError needs at least one failure")
         self.name = name
         self.failures = dict(failures)
-        self.host = host or socket.getfqdn()
+        self.host = host or socket.gethostname()  # not getfqdn: it may wait on DNS
         super().__init__(self.format_msg())
 
     def get_first_failure(self) -> tuple[int, ProcessFailure]:
