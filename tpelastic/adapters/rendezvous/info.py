@@ -71,7 +71,7 @@ class RendezvousStoreInfo:
         """
         with store_errors_as_rendezvous_errors(f"bootstrap store info for rank {rank}"):
             if rank == 0:
-                addr = local_addr or socket.getfqdn()
+                addr = local_addr or socket.gethostname()  # no DNS lookup: it cannot hang
                 info = cls(addr, server_port if server_port else _free_port())
                 store.set(key, info.encode())
                 return info

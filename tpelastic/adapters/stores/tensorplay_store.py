@@ -179,12 +179,13 @@ def file_store(path: str) -> TensorplayStore:
     """A FileStore at ``path`` (shared by every process that opens the same file).
 
     Raises:
-        StoreUnavailable: the file cannot be created or opened (missing directory, a directory
-            at ``path``, no permission). Also raised later if the file is deleted under us.
+        StoreUnavailable: the file cannot be created or opened (a missing directory above the
+            parent, which tensorplay creates one level deep; a directory at ``path``; no
+            permission). Also raised later if the file is deleted under us.
     """
     try:
         store = FileStore(str(path))
-        store.has("tpelastic/probe")  # tensorplay opens the file lazily; fail here, clearly
+        store.has("tpelastic/probe")  # one cheap call: an unusable file fails here, not later
     except RuntimeError as error:
         raise StoreUnavailable(f"file store {path}: {_one_line(error)}") from error
     return TensorplayStore(store, where=f"file store {path}")

@@ -1,0 +1,110 @@
+"""Open the rendezvous store named by RendezvousParameters, hosting it when this agent should.
+
+With the tcp backend the agent whose address matches the endpoint hosts the TCPStore server
+(config ``is_host`` overrides). When several agents run on the endpoint's machine, the first to
+bind hosts and the others connect as clients. With ``store_type=file`` the endpoint is a path.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import psutil
+from attrs import frozen
+
+from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
+from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
+from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.adapters.stores.tensorplay_store import TensorplayStore, file_store, tcp_store
+
+
+@frozen(kw_only=True)
+class OpenedStore:
+    """The rendezvous store and whether this process hosts its server.
+
+    Attributes:
+        store: the KeyValueStore (close it to stop the server when ``is_host``).
+        is_host: True when this process runs the TCPStore server.
+        endpoint: ``host:port`` of the server, or the file path.
+    """
+
+    store: TensorplayStore
+    is_host: bool
+    endpoint: str
+
+
+def local_addresses() -> set[str]:
+    """This machine's interface addresses (IPv4 and IPv6) and host name. No DNS lookups."""
+    found = {"localhost", socket.gethostname()}
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            if address.family in (socket.AF_INET, socket.AF_INET6):
+                found.add(address.address.split("%", 1)[0])
+    return found
+
+
+def endpoint_is_local(host: str) -> bool:
+    """Whether ``host`` names this machine (loopback, an interface address, or our name).
+
+    A name that is none of these is resolved (a DNS lookup, bounded by the resolver's timeout);
+    a name that does not resolve is not local.
+    """
+    if not host:
+        return False
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:
+        literal = None
+    if literal is not None:
+        return literal.is_loopback or str(literal) in local_addresses()
+    local = local_addresses()
+    if host in local:
+        return True
+    try:
+        resolved = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return any(ipaddress.ip_address(a).is_loopback or a in local for a in resolved)
+
+
+def open_rendezvous_store(params: RendezvousParameters) -> OpenedStore:
+    """Open (and maybe host) the store that ``params`` names.
+
+    ``is_host`` in the config decides when given; otherwise this agent hosts when the endpoint
+    is one of its addresses, and falls back to being a client if another process on the
+    machine already listens there. Client calls retry for ``read_timeout`` seconds.
+
+    Raises:
+        RendezvousConnectionError: ``is_host=true`` but the endpoint cannot be bound, or the
+            file store cannot be opened.
+        ValueError: an endpoint without a host for the tcp store.
+    """
+    if params.store_type == "file":
+        try:
+            return OpenedStore(
+                store=file_store(params.endpoint), is_host=False, endpoint=params.endpoint
+            )
+        except StoreUnavailable as error:
+            raise RendezvousConnectionError(str(error)) from error
+    host, port = params.host_port(DEFAULT_PORT)
+    if not host:
+        raise ValueError(f"rendezvous endpoint {params.endpoint!r} needs a host for a tcp store")
+    assert port is not None
+    endpoint = f"{host}:{port}"
+    wants_host = params.is_host if params.is_host is not None else endpoint_is_local(host)
+    if wants_host:
+        try:
+            store = tcp_store(host, port, is_server=True, timeout=params.read_timeout)
+            return OpenedStore(store=store, is_host=True, endpoint=endpoint)
+        except StoreUnavailable as error:
+            if params.is_host:
+                raise RendezvousConnectionError(
+                    f"is_host=true but this agent cannot host the store: {error}"
+                ) from error
+            # Another agent on this machine is hosting it already: join as a client.
+    store = tcp_store(host, port, is_server=False, timeout=params.read_timeout)
+    return OpenedStore(store=store, is_host=False, endpoint=endpoint)
+
+
+__all__ = ["OpenedStore", "endpoint_is_local", "local_addresses", "open_rendezvous_store"]
