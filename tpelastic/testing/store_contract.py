@@ -150,6 +150,7 @@ def check_wait_for_present_and_timeout(factory: StoreFactory) -> None:
         store.set("w2", b"")
         _expect(store.wait_for(["w1", "w2"], 5.0), "wait_for on present keys must be True")
         _expect(store.wait_for([], 0), "wait_for on no keys must be True")
+        _expect(store.wait_for(["w1"], float("inf")), "an infinite timeout is allowed")
         _expect(not store.wait_for(["w1", "missing"], 0), "one missing key: False")
         started = time.monotonic()
         _expect(not store.wait_for(["missing"], 0.3), "wait_for must time out")

@@ -3,14 +3,15 @@
 Ranks are not negotiated: every node is told its rank (config ``rank``, the node rank) and the
 world size (min_nodes == max_nodes). The node that hosts the store (rank 0, or whichever has
 ``is_host=true``) runs the TCPStore server at the endpoint; the others connect to it. A round is
-one barrier: each node counts itself in, the last one marks the round complete, and everyone
-waits for that mark, all bounded by the join timeout.
+one barrier: each node writes its own "joined" key and waits until every rank's key exists,
+bounded by the join timeout.
 
 Membership never changes, so calling ``next_rendezvous`` again (an agent restarting its workers)
 answers at once with the same ranks, until the rendezvous is closed.
 
-Keys, under ``tpelastic/<run_id>/``: ``static/joined`` (counter), ``static/complete``,
-``static/master`` (the bootstrap endpoint record) and ``closed``.
+Keys, under ``tpelastic/<run_id>/``: ``static/joined/<rank>``, ``static/master`` (the bootstrap
+endpoint record) and ``closed``. They outlive the job only on a store that does (a standalone
+``tpelastic store``): reuse a run id there and the second job finds the first one's keys.
 """
 
 from __future__ import annotations
@@ -144,14 +145,16 @@ class StaticTCPRendezvous(RendezvousHandler):
     def _join_barrier(
         self, store: TensorplayStore, joining: TensorplayStore, deadline: float
     ) -> None:
-        joined = joining.add("static/joined", 1)
-        if joined == self.world_size:
-            store.set("static/complete", b"1")
-        if not store.wait_for(["static/complete"], max(0.0, deadline - time.monotonic())):
-            count = store.add("static/joined", 0)
+        # One key per rank rather than a counter: joining again (a retry after a timeout, a
+        # restarted agent) cannot count a node twice.
+        joining.set(f"static/joined/{self.rank}", b"1")
+        everyone = [f"static/joined/{rank}" for rank in range(self.world_size)]
+        if not store.wait_for(everyone, max(0.0, deadline - time.monotonic())):
+            missing = [rank for rank, key in enumerate(everyone) if store.get(key) is None]
             raise RendezvousJoinTimeoutError(
-                f"static rendezvous {self.run_id!r}: {count} of {self.world_size} nodes joined "
-                f"within {self.timeout:g} s"
+                f"static rendezvous {self.run_id!r}: {self.world_size - len(missing)} of "
+                f"{self.world_size} nodes joined within {self.timeout:g} s "
+                f"(missing ranks: {', '.join(map(str, missing))})"
             )
 
     def _store(self) -> TensorplayStore:

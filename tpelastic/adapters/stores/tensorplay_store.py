@@ -35,6 +35,8 @@ from tpelastic.adapters.stores.errors import StoreUnavailable
 _ESCAPE = b"\xff\xfe"
 # Never produced by _encode: encoded values that start with _ESCAPE continue with _ESCAPE or end.
 _PROBE = _ESCAPE + b"?tpelastic-probe"
+# tensorplay takes whole milliseconds as a C integer; infinity would not convert. ~115 days.
+_LONGEST_WAIT = 1e7
 _NATIVE_NOISE = re.compile(r"^Expected .*? but got \w+\.\s*")
 
 T = TypeVar("T")
@@ -128,7 +130,7 @@ class TensorplayStore:
 
     def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
         wanted = list(keys)
-        seconds = max(0.0, float(timeout))
+        seconds = min(max(0.0, float(timeout)), _LONGEST_WAIT)  # NaN -> 0.0 (only checks)
         return bool(self._call("wait_for", wanted, lambda: self._store.wait(wanted, seconds)))
 
     def delete(self, key: str) -> None:
