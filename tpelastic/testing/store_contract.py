@@ -187,6 +187,7 @@ def check_close(factory: StoreFactory) -> None:
         ("get", lambda: store.get("k")),
         ("set", lambda: store.set("k", b"1")),
         ("wait_for", lambda: store.wait_for(["k"], 0)),
+        ("wait_for([])", lambda: store.wait_for([], 0)),
     ):
         try:
             call()

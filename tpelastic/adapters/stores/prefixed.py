@@ -40,9 +40,12 @@ class PrefixedStore:
         return self._prefix
 
     def _key(self, key: str) -> str:
+        self._check_open()
+        return self._prefix + key
+
+    def _check_open(self) -> None:
         if self._closed:
             raise StoreUnavailable(f"store view {self._prefix!r} is closed")
-        return self._prefix + key
 
     def get(self, key: str) -> bytes | None:
         return self._inner.get(self._key(key))
@@ -62,6 +65,7 @@ class PrefixedStore:
         return self._inner.compare_and_set(self._key(key), expected, value)
 
     def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
+        self._check_open()  # also when ``keys`` is empty
         return self._inner.wait_for([self._key(k) for k in keys], timeout)
 
     def delete(self, key: str) -> None:
