@@ -16,9 +16,7 @@ def _cell(text: str) -> str:
 
 def table_markdown(table: Table) -> str:
     """The transition table of ``table`` as Markdown, with a Mermaid state diagram."""
-    marked = table.markup["transitions"]
-    if len(marked) != len(table.rows):
-        raise AssertionError("transitions markup and rows disagree")  # pragma: no cover
+    marked = _markup_in_row_order(table)
     lines = [
         f"# `{table.name}` machine",
         "",
@@ -57,6 +55,26 @@ def table_markdown(table: Table) -> str:
         lines.append(f"    {phase.name} --> [*]")
     lines += ["```", ""]
     return "\n".join(lines)
+
+
+def _markup_in_row_order(table: Table) -> list[dict]:  # type: ignore[type-arg]
+    """transitions groups its markup by event and source; pair each row with its own entry."""
+
+    def key(source: str, trigger: str, dest: str, guards: list[str]) -> tuple[str, ...]:
+        return (source, trigger, dest, *guards)
+
+    entries = {
+        key(m["source"], m["trigger"], m["dest"], m.get("conditions", [])): m
+        for m in table.markup["transitions"]
+    }
+    ordered = []
+    for row in table.rows:
+        guards = [row.guard] if row.guard else []
+        wanted = key(row.src.name, row.on.__name__, row.dst.name, guards)
+        if wanted not in entries:
+            raise AssertionError(f"{table.name}: row {row} is missing from the markup")
+        ordered.append(entries[wanted])
+    return ordered
 
 
 def sorted_phases(phases: frozenset) -> list:  # type: ignore[type-arg]

@@ -8,8 +8,10 @@ from tpelastic.core.table import Table
 def all_tables() -> tuple[Table, ...]:
     """The validated tables of every machine (each is built once, at its module's import)."""
     from tpelastic.core import agent, restart_budget, worker, worker_group
+    from tpelastic.core.rendezvous import join
 
     tables: list[Table] = []
+    tables.append(join.TABLE)
     tables.append(worker.TABLE)
     tables.append(worker_group.TABLE)
     tables.append(restart_budget.TABLE)

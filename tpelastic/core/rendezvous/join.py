@@ -1,0 +1,498 @@
+"""Every transition of one node's join of a rendezvous round is in this table.
+
+A node joins by taking an arrival slot in the round still forming (an atomic counter), writing who
+it is into that slot, and waiting for the round's result. The node in slot 0 is the *closer*: it
+watches arrivals, the previous round's members and their heartbeats, and publishes the result
+with set-if-absent once the round may complete; whoever's offer lands first wins, so a race
+between closers is an ordinary transition. A node the result leaves out moves on to the next
+round, where it counts as waiting.
+
+A round may complete only when (one world at a time) every member of the previous round has
+arrived, left, or been found dead by the closer's own clock; at least ``min_nodes`` arrived; and
+either ``max_nodes`` arrived or the last call (``last_call_timeout`` after min was reached) is
+over. Guards are named here and read replies through :mod:`tpelastic.core.rendezvous.reading`;
+the table does not know which node it runs on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from attrs import evolve
+
+from tpelastic.core.rendezvous import reading
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.liveness import LivenessTracker
+from tpelastic.core.rendezvous.ops import (
+    Add,
+    Get,
+    JoinFailed,
+    JoinSucceeded,
+    OpsDone,
+    Set,
+    SetIfAbsent,
+    StoreOps,
+    StoreWait,
+    WaitEnded,
+)
+from tpelastic.core.rendezvous.records import (
+    NodeInfo,
+    RoundResult,
+    encode_node,
+    encode_reason,
+    encode_result,
+)
+from tpelastic.core.rendezvous.state import (
+    OPENING_REASONS,
+    TERMINAL,
+    JoinPhase,
+    JoinRequested,
+    JoinState,
+)
+from tpelastic.core.table import Row, Step, build_table
+from tpelastic.core.values import Emit
+
+P = JoinPhase
+Effects = tuple[object, ...]
+Result = tuple[JoinState, Effects]
+
+
+# --- guards: one line of prose each ------------------------------------------------------------
+
+
+def _verdict_is(reader: Callable[..., reading.Verdict], kind: str, with_config: bool = False):  # type: ignore[no-untyped-def]
+    def guard(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
+        verdict = reader(state, event, config) if with_config else reader(state, event)
+        return verdict.kind == kind
+
+    guard.__doc__ = f"the replies read as {kind!r}"
+    return guard
+
+
+def _wait_present(state: JoinState, event: WaitEnded, config: RendezvousConfig) -> bool:
+    """The awaited keys exist."""
+    return event.present
+
+
+def _deadline_passed(state: JoinState, event: WaitEnded, config: RendezvousConfig) -> bool:
+    """The wait ended empty-handed and the join deadline has passed."""
+    return not event.present and event.now >= state.deadline
+
+
+def _closer_slot(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
+    """This node took slot 0, so it closes the round."""
+    return state.is_closer
+
+
+def _won_publish(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
+    """The stored result is exactly the one this node offered."""
+    return state.draft is not None and event.replies[0] == encode_result(state.draft)
+
+
+def _in_draft(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
+    """The result this closer published includes this node."""
+    return state.draft is not None and state.draft.rank_of(state.node.node) is not None
+
+
+def _lost(kind: str):  # type: ignore[no-untyped-def]
+    def guard(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
+        return (
+            not _won_publish(state, event, config)
+            and reading.read_result(state, event).kind == kind
+        )
+
+    guard.__doc__ = f"another closer's result landed first and reads as {kind!r}"
+    return guard
+
+
+GUARDS = {
+    "location_closed": _verdict_is(reading.read_location, "closed"),
+    "location_corrupt": _verdict_is(reading.read_location, "corrupt"),
+    "probe_taken": _verdict_is(reading.read_probe, "taken"),
+    "probe_closed": _verdict_is(reading.read_probe, "closed"),
+    "probe_corrupt": _verdict_is(reading.read_probe, "corrupt"),
+    "closer_slot": _closer_slot,
+    "may_close": _verdict_is(reading.read_status, "close", with_config=True),
+    "result_exists": _verdict_is(reading.read_status, "decided", with_config=True),
+    "status_closed": _verdict_is(reading.read_status, "closed", with_config=True),
+    "status_corrupt": _verdict_is(reading.read_status, "corrupt", with_config=True),
+    "join_window_over": _verdict_is(reading.read_status, "timeout", with_config=True),
+    "slots_unwritten": _verdict_is(reading.read_collection, "unwritten", with_config=True),
+    "collection_corrupt": _verdict_is(reading.read_collection, "corrupt", with_config=True),
+    "won_publish": _won_publish,
+    "in_draft": _in_draft,
+    "lost_to_mine": _lost("mine"),
+    "lost_to_not_mine": _lost("not_mine"),
+    "lost_to_closed": _lost("closed"),
+    "lost_to_corrupt": _lost("corrupt"),
+    "result_mine": _verdict_is(reading.read_result, "mine"),
+    "result_not_mine": _verdict_is(reading.read_result, "not_mine"),
+    "result_closed": _verdict_is(reading.read_result, "closed"),
+    "result_corrupt": _verdict_is(reading.read_result, "corrupt"),
+    "keys_present": _wait_present,
+    "deadline_passed": _deadline_passed,
+}
+
+
+# --- actions: pure, each returns the next state's data and the effects in order -----------------
+
+
+def _locate(state: JoinState, event: JoinRequested, config: RendezvousConfig) -> Result:
+    keys = RunKeys(event.run_id)
+    new = JoinState(
+        keys=keys,
+        node=NodeInfo(node=event.node, addr=event.addr),
+        reason=event.reason,
+        from_round=event.from_round,
+        deadline=event.now + config.join_timeout,
+    )
+    return new, (StoreOps((Get(keys.closed()), Get(keys.published_rounds()))),)
+
+
+def _probe(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    verdict = reading.read_location(state, event)
+    return _probe_round(state, verdict.round_no)
+
+
+def _probe_round(state: JoinState, round_no: int) -> Result:
+    return evolve(state, round_no=round_no), (StoreOps(reading.probe_ops(state, round_no)),)
+
+
+def _probe_next(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    return _probe_round(state, reading.read_probe(state, event).round_no)
+
+
+def _arrive(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    verdict = reading.read_probe(state, event)
+    return _arrive_at(state, verdict.round_no, verdict.previous)
+
+
+def _arrive_at(state: JoinState, round_no: int, previous: RoundResult | None) -> Result:
+    new = evolve(
+        state,
+        round_no=round_no,
+        previous=previous,
+        slot=None,
+        arrivals=0,
+        min_reached_at=None,
+        pending=(),
+        declared_dead=(),
+        liveness=LivenessTracker(),
+        draft=None,
+    )
+    return new, (StoreOps((Add(new.keys.arrivals(round_no), 1),)),)
+
+
+def _register(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    slot = int(event.replies[0] or 0) - 1
+    info = reading.draft_node(state)
+    keys, r = state.keys, state.round_no
+    ops: list[object] = [Set(keys.slot(r, slot), encode_node(info))]
+    member = info.prev_rank is not None
+    if member:
+        ops.append(Set(keys.member_arrived(r, info.prev_rank or 0), b"1"))
+    # Only a member coming straight from the previous round may end that round's world.
+    if member and state.reason in OPENING_REASONS and state.from_round == r - 1:
+        if state.reason == "failure":
+            ops.append(Add(keys.failures(r), 1))
+        ops.append(SetIfAbsent(keys.opened(r), encode_reason(state.reason)))
+    previous = state.previous
+    pending = tuple(
+        rank
+        for rank, p in enumerate(previous.participants if previous else ())
+        if p.node != info.node
+    )
+    new = evolve(state, slot=slot, node=info, pending=pending)
+    return new, (StoreOps(tuple(ops)),)  # type: ignore[arg-type]
+
+
+def _follow(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    until = event.now + config.takeover_delay
+    new = evolve(state, follow_until=until)
+    wait = StoreWait((state.keys.result(state.round_no),), min(until, state.deadline))
+    return new, (wait,)
+
+
+def _gather(state: JoinState, event: object, config: RendezvousConfig) -> Result:
+    return state, (StoreOps(reading.status_ops(state)),)
+
+
+def _wait(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    verdict = reading.read_status(state, event, config)
+    new = verdict.state or state
+    return new, (*_dead_notes(state, new), StoreWait(verdict.wait_keys, verdict.wait_until))
+
+
+def _dead_notes(old: JoinState, new: JoinState) -> Effects:
+    fresh = [n for n in new.declared_dead if n not in old.declared_dead]
+    return tuple(
+        Emit(name="rendezvous.node_declared_dead", fields=(("node", n), ("round", new.round_no)))
+        for n in fresh
+    )
+
+
+def _collect(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    new = reading.read_status(state, event, config).state or state
+    return new, (*_dead_notes(state, new), StoreOps(reading.collect_ops(new)))
+
+
+def _await_slots(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    keys = reading.read_collection(state, event, config).wait_keys
+    return state, (StoreWait(keys, min(state.deadline, event.now + config.heartbeat_interval)),)
+
+
+def _publish(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    draft = reading.read_collection(state, event, config).result
+    assert draft is not None
+    key = state.keys.result(state.round_no)
+    return evolve(state, draft=draft), (StoreOps((SetIfAbsent(key, encode_result(draft)),)),)
+
+
+def _announce(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    return state, (StoreOps((Add(state.keys.published_rounds(), 1),)),)
+
+
+def _read_result(state: JoinState, event: object, config: RendezvousConfig) -> Result:
+    return state, (StoreOps((Get(state.keys.result(state.round_no)),)),)
+
+
+def _complete(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    result = state.draft if _won_publish(state, event, config) else None
+    result = result or reading.read_result(state, event).result
+    assert result is not None
+    rank = result.rank_of(state.node.node)
+    assert rank is not None
+    return evolve(state, result=result), (JoinSucceeded(result=result, rank=rank),)
+
+
+def _complete_as_closer(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    result = state.draft
+    assert result is not None
+    rank = result.rank_of(state.node.node)
+    assert rank is not None
+    return evolve(state, result=result), (JoinSucceeded(result=result, rank=rank),)
+
+
+def _move_on_from_draft(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    # The world filled up with the previous round's members: this node waits for the next.
+    return _arrive_at(evolve(state, reason="waiting"), state.round_no + 1, state.draft)
+
+
+def _move_on(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    result = reading.read_result(state, event).result
+    return _arrive_at(evolve(state, reason="waiting"), state.round_no + 1, result)
+
+
+def _fail(kind: str, reader: Callable[..., reading.Verdict], with_config: bool = False):  # type: ignore[no-untyped-def]
+    def action(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+        verdict = reader(state, event, config) if with_config else reader(state, event)
+        reason = verdict.detail or kind
+        return evolve(state, failure=reason), (JoinFailed(kind=kind, reason=reason),)
+
+    return action
+
+
+def _time_out(state: JoinState, event: WaitEnded, config: RendezvousConfig) -> Result:
+    reason = f"round {state.round_no}: no result within the join timeout ({config.join_timeout:g}s)"
+    return evolve(state, failure=reason), (JoinFailed(kind="timeout", reason=reason),)
+
+
+ACTIONS = {
+    "locate": _locate,
+    "probe": _probe,
+    "probe_next": _probe_next,
+    "arrive": _arrive,
+    "register": _register,
+    "follow": _follow,
+    "gather": _gather,
+    "wait": _wait,
+    "collect": _collect,
+    "await_slots": _await_slots,
+    "publish": _publish,
+    "announce": _announce,
+    "read_result": _read_result,
+    "complete": _complete,
+    "complete_as_closer": _complete_as_closer,
+    "move_on_from_draft": _move_on_from_draft,
+    "move_on": _move_on,
+    "fail_closed_location": _fail("closed", reading.read_location),
+    "fail_corrupt_location": _fail("corrupt", reading.read_location),
+    "fail_closed_probe": _fail("closed", reading.read_probe),
+    "fail_corrupt_probe": _fail("corrupt", reading.read_probe),
+    "fail_closed_status": _fail("closed", reading.read_status, with_config=True),
+    "fail_corrupt_status": _fail("corrupt", reading.read_status, with_config=True),
+    "fail_timeout_status": _fail("timeout", reading.read_status, with_config=True),
+    "fail_corrupt_collection": _fail("corrupt", reading.read_collection, with_config=True),
+    "fail_closed_result": _fail("closed", reading.read_result),
+    "fail_corrupt_result": _fail("corrupt", reading.read_result),
+    "time_out": _time_out,
+}
+
+R = Row
+ROWS = (
+    R(src=P.IDLE, on=JoinRequested, dst=P.LOCATING, action="locate"),
+    R(
+        src=P.LOCATING,
+        on=OpsDone,
+        dst=P.CLOSED,
+        guard="location_closed",
+        action="fail_closed_location",
+    ),
+    R(
+        src=P.LOCATING,
+        on=OpsDone,
+        dst=P.CORRUPT,
+        guard="location_corrupt",
+        action="fail_corrupt_location",
+    ),
+    R(src=P.LOCATING, on=OpsDone, dst=P.PROBING, action="probe"),
+    R(
+        src=P.PROBING,
+        on=OpsDone,
+        dst=P.PROBING,
+        guard="probe_taken",
+        action="probe_next",
+        note="that round is complete: look at the next",
+    ),
+    R(src=P.PROBING, on=OpsDone, dst=P.CLOSED, guard="probe_closed", action="fail_closed_probe"),
+    R(src=P.PROBING, on=OpsDone, dst=P.CORRUPT, guard="probe_corrupt", action="fail_corrupt_probe"),
+    R(src=P.PROBING, on=OpsDone, dst=P.ARRIVING, action="arrive", note="found the forming round"),
+    R(src=P.ARRIVING, on=OpsDone, dst=P.REGISTERING, action="register"),
+    R(src=P.REGISTERING, on=OpsDone, dst=P.GATHERING, guard="closer_slot", action="gather"),
+    R(src=P.REGISTERING, on=OpsDone, dst=P.FOLLOWING, action="follow"),
+    R(
+        src=P.FOLLOWING,
+        on=WaitEnded,
+        dst=P.READING_RESULT,
+        guard="keys_present",
+        action="read_result",
+    ),
+    R(src=P.FOLLOWING, on=WaitEnded, dst=P.TIMED_OUT, guard="deadline_passed", action="time_out"),
+    R(
+        src=P.FOLLOWING,
+        on=WaitEnded,
+        dst=P.GATHERING,
+        action="gather",
+        note="the closer is slow or gone: close the round too (offers race safely)",
+    ),
+    R(
+        src=P.GATHERING,
+        on=OpsDone,
+        dst=P.CLOSED,
+        guard="status_closed",
+        action="fail_closed_status",
+    ),
+    R(
+        src=P.GATHERING,
+        on=OpsDone,
+        dst=P.CORRUPT,
+        guard="status_corrupt",
+        action="fail_corrupt_status",
+    ),
+    R(
+        src=P.GATHERING,
+        on=OpsDone,
+        dst=P.READING_RESULT,
+        guard="result_exists",
+        action="read_result",
+        note="another closer published first",
+    ),
+    R(src=P.GATHERING, on=OpsDone, dst=P.COLLECTING, guard="may_close", action="collect"),
+    R(
+        src=P.GATHERING,
+        on=OpsDone,
+        dst=P.TIMED_OUT,
+        guard="join_window_over",
+        action="fail_timeout_status",
+    ),
+    R(
+        src=P.GATHERING,
+        on=OpsDone,
+        dst=P.WAITING,
+        action="wait",
+        note="block on the key whose arrival could change the verdict, until the next deadline",
+    ),
+    R(src=P.WAITING, on=WaitEnded, dst=P.GATHERING, action="gather"),
+    R(
+        src=P.COLLECTING,
+        on=OpsDone,
+        dst=P.CORRUPT,
+        guard="collection_corrupt",
+        action="fail_corrupt_collection",
+    ),
+    R(
+        src=P.COLLECTING,
+        on=OpsDone,
+        dst=P.WAITING,
+        guard="slots_unwritten",
+        action="await_slots",
+        note="a counted arrival has not written its slot yet",
+    ),
+    R(src=P.COLLECTING, on=OpsDone, dst=P.PUBLISHING, action="publish"),
+    R(src=P.PUBLISHING, on=OpsDone, dst=P.ANNOUNCING, guard="won_publish", action="announce"),
+    R(src=P.PUBLISHING, on=OpsDone, dst=P.COMPLETE, guard="lost_to_mine", action="complete"),
+    R(src=P.PUBLISHING, on=OpsDone, dst=P.ARRIVING, guard="lost_to_not_mine", action="move_on"),
+    R(
+        src=P.PUBLISHING,
+        on=OpsDone,
+        dst=P.CLOSED,
+        guard="lost_to_closed",
+        action="fail_closed_result",
+    ),
+    R(
+        src=P.PUBLISHING,
+        on=OpsDone,
+        dst=P.CORRUPT,
+        guard="lost_to_corrupt",
+        action="fail_corrupt_result",
+    ),
+    R(src=P.ANNOUNCING, on=OpsDone, dst=P.COMPLETE, guard="in_draft", action="complete_as_closer"),
+    R(
+        src=P.ANNOUNCING,
+        on=OpsDone,
+        dst=P.ARRIVING,
+        action="move_on_from_draft",
+        note="a closer left out of a full world waits in the next round",
+    ),
+    R(src=P.READING_RESULT, on=OpsDone, dst=P.COMPLETE, guard="result_mine", action="complete"),
+    R(
+        src=P.READING_RESULT,
+        on=OpsDone,
+        dst=P.ARRIVING,
+        guard="result_not_mine",
+        action="move_on",
+        note="left out (late or beyond max_nodes): wait in the next round",
+    ),
+    R(
+        src=P.READING_RESULT,
+        on=OpsDone,
+        dst=P.CLOSED,
+        guard="result_closed",
+        action="fail_closed_result",
+    ),
+    R(
+        src=P.READING_RESULT,
+        on=OpsDone,
+        dst=P.CORRUPT,
+        guard="result_corrupt",
+        action="fail_corrupt_result",
+    ),
+)
+
+TABLE = build_table(
+    name="rendezvous_join",
+    phases=JoinPhase,
+    initial=JoinPhase.IDLE,
+    events=(JoinRequested, OpsDone, WaitEnded),
+    rows=ROWS,
+    guards=GUARDS,
+    actions=ACTIONS,
+    terminal=TERMINAL,
+    doc=__doc__ or "",
+)
+
+
+def step(state: JoinState, event: object, config: RendezvousConfig) -> Step[JoinState]:
+    """Apply one event to a node's join. Unknown (phase, event) pairs are rejected cleanly."""
+    return TABLE.step(state, event, config)

@@ -1,0 +1,48 @@
+"""Is a node alive? Judged by one observer, on the observer's own monotonic clock.
+
+Each node increments a heartbeat counter in the store. An observer remembers, per node, the last
+counter value it saw and *its own* time when that value first appeared. A node is dead to this
+observer when its counter has not moved for ``timeout`` seconds of the observer's clock. No
+wall-clock time is ever shared, so clock skew between hosts cannot decide who is alive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from attrs import evolve, field, frozen
+
+from tpelastic.core.values import Duration, Instant
+
+
+@frozen(kw_only=True)
+class Sighting:
+    counter: int
+    since: Instant
+
+
+@frozen(kw_only=True)
+class LivenessTracker:
+    """Per-node last counter value and the observer's instant when it first saw that value."""
+
+    seen: Mapping[str, Sighting] = field(factory=dict)
+
+    def observe(self, node: str, counter: int, now: Instant) -> LivenessTracker:
+        """Record a counter read at ``now``. The first sighting starts the node's clock."""
+        old = self.seen.get(node)
+        if old is not None and old.counter == counter:
+            return self
+        return evolve(self, seen={**self.seen, node: Sighting(counter=counter, since=now)})
+
+    def is_dead(self, node: str, now: Instant, timeout: Duration) -> bool:
+        """True when the node's counter has not moved for ``timeout`` on this observer's clock."""
+        sighting = self.seen.get(node)
+        return sighting is not None and now - sighting.since >= timeout
+
+    def dead(self, nodes: Iterable[str], now: Instant, timeout: Duration) -> frozenset[str]:
+        return frozenset(n for n in nodes if self.is_dead(n, now, timeout))
+
+    def next_expiry(self, nodes: Iterable[str], timeout: Duration) -> Instant | None:
+        """The earliest instant at which one of ``nodes`` could be declared dead."""
+        times = [self.seen[n].since + timeout for n in nodes if n in self.seen]
+        return min(times) if times else None

@@ -1,0 +1,100 @@
+"""What a member of a completed round writes when it leaves, finds a peer dead, wants the next
+round, or ends the job; and how it reads whether a new round is forming (all pure).
+
+These are single batches of atomic operations, not machines: each is one decision with one
+write, and its outcome needs no reply other than "done".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attrs import frozen
+
+from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.ops import Get, Op, Reply, Set, SetIfAbsent
+from tpelastic.core.rendezvous.records import (
+    ClosedRecord,
+    RoundResult,
+    StateCorrupt,
+    decode_closed,
+    decode_counter,
+    decode_reason,
+    encode_closed,
+    encode_reason,
+    encode_result,
+)
+
+
+def leave_ops(keys: RunKeys, result: RoundResult, node: str, why: str = "left") -> tuple[Op, ...]:
+    """A graceful leave: mark ``node`` gone for the next round and open it for the others.
+
+    Leaving never closes the rendezvous: the survivors form the next round without this node.
+    """
+    rank = result.rank_of(node)
+    if rank is None:
+        return ()
+    nxt = result.round_no + 1
+    return (
+        Set(keys.gone(nxt, rank), encode_reason(why)),
+        SetIfAbsent(keys.opened(nxt), encode_reason("membership")),
+    )
+
+
+def report_dead_ops(keys: RunKeys, result: RoundResult, node: str) -> tuple[Op, ...]:
+    """A member found ``node`` dead on its own clock: same writes as a leave, reason 'dead'."""
+    return leave_ops(keys, result, node, why="dead")
+
+
+def open_next_round_ops(keys: RunKeys, result: RoundResult, reason: str) -> tuple[Op, ...]:
+    """End the current world so every member rejoins (scale-up, or a failure to restart)."""
+    return (SetIfAbsent(keys.opened(result.round_no + 1), encode_reason(reason)),)
+
+
+def close_ops(keys: RunKeys, forming_round: int, outcome: str, reason: str) -> tuple[Op, ...]:
+    """End the job for everyone: set the closed record, and take the forming round's result slot
+    with a closed placeholder so no round can complete after the close, however late a closer is.
+    """
+    placeholder = RoundResult(round_no=forming_round, closed=True)
+    return (
+        SetIfAbsent(keys.closed(), encode_closed(ClosedRecord(outcome=outcome, reason=reason))),
+        SetIfAbsent(keys.result(forming_round), encode_result(placeholder)),
+    )
+
+
+def ring_successor(result: RoundResult, node: str) -> str | None:
+    """The member this node watches: the next rank, wrapping. None when alone or not a member."""
+    rank = result.rank_of(node)
+    if rank is None or result.world_size < 2:
+        return None
+    return result.participants[(rank + 1) % result.world_size].node
+
+
+@frozen(kw_only=True)
+class RoundWatch:
+    """What a member of round ``round_no`` learns from one look at the next round."""
+
+    closed: ClosedRecord | None
+    next_opened: str | None
+    waiting: int
+
+
+def watch_ops(keys: RunKeys, round_no: int) -> tuple[Op, ...]:
+    nxt = round_no + 1
+    return (Get(keys.closed()), Get(keys.opened(nxt)), Get(keys.arrivals(nxt)))
+
+
+def read_watch(replies: Sequence[Reply]) -> RoundWatch:
+    """Decode the replies to :func:`watch_ops`. Raises StateCorrupt on foreign bytes."""
+    closed, opened, arrivals = replies
+    if not (closed is None or isinstance(closed, bytes)):
+        raise StateCorrupt("closed flag is not bytes")
+    if not (opened is None or isinstance(opened, bytes)):
+        raise StateCorrupt("opened flag is not bytes")
+    if not (arrivals is None or isinstance(arrivals, bytes)):
+        raise StateCorrupt("arrival counter is not bytes")
+    return RoundWatch(
+        closed=decode_closed(closed) if closed is not None else None,
+        next_opened=decode_reason(opened) if opened is not None else None,
+        waiting=decode_counter(arrivals),
+    )

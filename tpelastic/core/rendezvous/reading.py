@@ -1,0 +1,256 @@
+"""Turn store replies into verdicts (pure). Guards and actions of the join machine read these.
+
+Every reader validates what it reads; unreadable bytes under our keys give a ``corrupt`` verdict
+instead of an exception, so the machine fails cleanly with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attrs import evolve, frozen
+
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.rendezvous.liveness import LivenessTracker
+from tpelastic.core.rendezvous.ops import Get, Op, OpsDone, Reply
+from tpelastic.core.rendezvous.ranks import assign_ranks, choose_participants
+from tpelastic.core.rendezvous.records import (
+    NodeInfo,
+    RoundResult,
+    StateCorrupt,
+    decode_closed,
+    decode_counter,
+    decode_node,
+    decode_result,
+)
+from tpelastic.core.rendezvous.state import JoinState
+from tpelastic.core.restart_budget import next_restart_count
+from tpelastic.core.values import Instant
+
+
+@frozen(kw_only=True)
+class Verdict:
+    """What a batch of replies means. ``kind`` names it; the other fields carry its data."""
+
+    kind: str
+    detail: str = ""
+    round_no: int = 0
+    previous: RoundResult | None = None
+    result: RoundResult | None = None
+    state: JoinState | None = None
+    wait_keys: tuple[str, ...] = ()
+    wait_until: Instant = 0.0
+
+
+def _bytes(reply: Reply) -> bytes | None:
+    if reply is None or isinstance(reply, bytes):
+        return reply
+    raise StateCorrupt(f"expected bytes from the store, got {type(reply).__name__}")
+
+
+def read_location(state: JoinState, event: OpsDone) -> Verdict:
+    """Replies to [closed, published]: is the run closed, and which round to probe first."""
+    try:
+        closed, published = (_bytes(r) for r in event.replies)
+        if closed is not None:
+            record = decode_closed(closed)
+            return Verdict(kind="closed", detail=f"{record.outcome}: {record.reason}".rstrip(": "))
+        start = decode_counter(published)
+    except (StateCorrupt, ValueError) as error:
+        return Verdict(kind="corrupt", detail=str(error))
+    if state.from_round is not None:
+        start = max(start, state.from_round + 1)
+    return Verdict(kind="probe", round_no=start)
+
+
+def probe_ops(state: JoinState, round_no: int) -> tuple[Op, ...]:
+    before = (Get(state.keys.result(round_no - 1)),) if round_no > 0 else ()
+    return (*before, Get(state.keys.result(round_no)))
+
+
+def read_probe(state: JoinState, event: OpsDone) -> Verdict:
+    """Replies to probe_ops: the round is taken (look further), closed, or still forming."""
+    try:
+        raws = [_bytes(r) for r in event.replies]
+        previous = None
+        if state.round_no > 0:
+            if raws[0] is None:
+                raise StateCorrupt(
+                    f"round {state.round_no - 1} has no result but a later one is due"
+                )
+            previous = decode_result(raws[0])
+        current = decode_result(raws[-1]) if raws[-1] is not None else None
+    except (StateCorrupt, ValueError) as error:
+        return Verdict(kind="corrupt", detail=str(error))
+    for result in (previous, current):
+        if result is not None and result.closed:
+            return Verdict(kind="closed", detail="the rendezvous was closed")
+    if current is not None:
+        return Verdict(kind="taken", round_no=state.round_no + 1, previous=current)
+    return Verdict(kind="open", round_no=state.round_no, previous=previous)
+
+
+def status_ops(state: JoinState) -> tuple[Op, ...]:
+    keys, r = state.keys, state.round_no
+    ops: list[Op] = [Get(keys.closed()), Get(keys.result(r)), Get(keys.arrivals(r))]
+    previous = state.previous
+    for rank in state.pending:
+        node = previous.participants[rank].node if previous else ""
+        ops += [Get(keys.member_arrived(r, rank)), Get(keys.gone(r, rank))]
+        ops.append(Get(keys.heartbeat(node)))
+    return tuple(ops)
+
+
+def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Verdict:
+    """Replies to status_ops: may the closer close now, must it wait, or is the join over?"""
+    now = event.now
+    try:
+        raws = [_bytes(r) for r in event.replies]
+        if raws[0] is not None:
+            return Verdict(kind="closed", detail=decode_closed(raws[0]).reason or "closed")
+        if raws[1] is not None:
+            return Verdict(kind="decided")
+        arrivals = decode_counter(raws[2])
+        pending, dead, liveness = _pending_after(state, raws[3:], now, config)
+    except (StateCorrupt, ValueError) as error:
+        return Verdict(kind="corrupt", detail=str(error))
+    reached = state.min_reached_at
+    if reached is None and arrivals >= config.min_nodes:
+        reached = now
+    seen = state.declared_dead + tuple(sorted(dead))
+    new = _evolve_status(state, arrivals, pending, seen, liveness, reached)
+    last_call_over = reached is not None and now >= reached + config.last_call_timeout
+    full = arrivals >= config.max_nodes
+    if not pending and arrivals >= config.min_nodes and (full or last_call_over):
+        return Verdict(kind="close", state=new)
+    if now >= state.deadline:
+        return Verdict(kind="timeout", detail=_timeout_detail(new, config), state=new)
+    keys, until = _next_wait(new, config, now)
+    return Verdict(kind="wait", state=new, wait_keys=keys, wait_until=until)
+
+
+def _evolve_status(
+    state: JoinState,
+    arrivals: int,
+    pending: tuple[int, ...],
+    dead: tuple[str, ...],
+    liveness: LivenessTracker,
+    reached: Instant | None,
+) -> JoinState:
+    return evolve(
+        state,
+        arrivals=arrivals,
+        pending=pending,
+        declared_dead=dead,
+        liveness=liveness,
+        min_reached_at=reached,
+    )
+
+
+def _pending_after(
+    state: JoinState, raws: Sequence[bytes | None], now: Instant, config: RendezvousConfig
+) -> tuple[tuple[int, ...], set[str], LivenessTracker]:
+    """Previous members still expected: not arrived, not gone, not dead to this observer."""
+    previous = state.previous
+    liveness = state.liveness
+    still: list[int] = []
+    dead: set[str] = set()
+    for index, rank in enumerate(state.pending):
+        arrived, gone, beat = raws[3 * index : 3 * index + 3]
+        if arrived is not None or gone is not None or previous is None:
+            continue
+        node = previous.participants[rank].node
+        liveness = liveness.observe(node, decode_counter(beat), now)
+        if liveness.is_dead(node, now, config.heartbeat_timeout):
+            dead.add(node)
+        else:
+            still.append(rank)
+    return tuple(still), dead, liveness
+
+
+def _next_wait(
+    state: JoinState, config: RendezvousConfig, now: Instant
+) -> tuple[tuple[str, ...], Instant]:
+    """Which key to block on, and until when: the earliest moment the verdict could change."""
+    keys, r = state.keys, state.round_no
+    until = min(state.deadline, now + config.heartbeat_interval)
+    if state.arrivals < config.min_nodes:
+        return (keys.slot(r, config.min_nodes - 1),), until
+    assert state.min_reached_at is not None
+    last_call_ends = state.min_reached_at + config.last_call_timeout
+    if last_call_ends > now:
+        until = min(until, last_call_ends)
+    if state.pending:
+        return (keys.member_arrived(r, state.pending[0]),), until
+    return (keys.slot(r, config.max_nodes - 1),), until
+
+
+def _timeout_detail(state: JoinState, config: RendezvousConfig) -> str:
+    if state.arrivals < config.min_nodes:
+        return (
+            f"round {state.round_no}: only {state.arrivals} of at least {config.min_nodes} "
+            f"nodes joined within the join timeout ({config.join_timeout:g}s)"
+        )
+    return f"round {state.round_no}: {len(state.pending)} member(s) of the last round never came"
+
+
+def collect_ops(state: JoinState) -> tuple[Op, ...]:
+    keys, r = state.keys, state.round_no
+    slots = tuple(Get(keys.slot(r, i)) for i in range(state.arrivals))
+    return (*slots, Get(keys.failures(r)))
+
+
+def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Verdict:
+    """Replies to collect_ops: the result to offer, or the slots still unwritten."""
+    try:
+        raws = [_bytes(r) for r in event.replies]
+        infos = [decode_node(raw) for raw in raws[:-1] if raw is not None]
+        failures = decode_counter(raws[-1])
+    except (StateCorrupt, ValueError) as error:
+        return Verdict(kind="corrupt", detail=str(error))
+    chosen = choose_participants(infos, state.previous, config.max_nodes)
+    if len(chosen) < config.min_nodes:
+        missing = tuple(
+            state.keys.slot(state.round_no, i) for i, raw in enumerate(raws[:-1]) if raw is None
+        )
+        return Verdict(kind="unwritten", wait_keys=missing)
+    restarts = state.previous.restart_count if state.previous else 0
+    draft = RoundResult(
+        round_no=state.round_no,
+        participants=assign_ranks(chosen, state.previous),
+        restart_count=next_restart_count(restarts, failure_reported=failures > 0),
+        closer=state.node.node,
+    )
+    return Verdict(kind="publish", result=draft)
+
+
+def read_result(state: JoinState, event: OpsDone) -> Verdict:
+    """The reply holding the round's result (the last one): mine, not mine, or closed."""
+    try:
+        raw = _bytes(event.replies[0])
+        if raw is None:
+            raise StateCorrupt(f"round {state.round_no} result vanished after it was set")
+        result = decode_result(raw)
+    except (StateCorrupt, ValueError) as error:
+        return Verdict(kind="corrupt", detail=str(error))
+    if result.closed:
+        return Verdict(kind="closed", detail="the rendezvous was closed", result=result)
+    if result.round_no != state.round_no:
+        return Verdict(
+            kind="corrupt",
+            detail=f"result of round {result.round_no} under round {state.round_no}'s key",
+        )
+    if result.rank_of(state.node.node) is None:
+        return Verdict(kind="not_mine", result=result)
+    return Verdict(kind="mine", result=result)
+
+
+def draft_node(state: JoinState) -> NodeInfo:
+    """This node as it registers: with its rank in the previous round, when it was a member."""
+    previous = state.previous
+    rank = previous.rank_of(state.node.node) if previous else None
+    return evolve(
+        state.node,
+        prev_round=previous.round_no if previous and rank is not None else None,
+        prev_rank=rank,
+    )

@@ -1,0 +1,193 @@
+"""The shared records a run keeps in the store, and their JSON encoding.
+
+Shared state is never pickled (the store may be reachable by others) and holds no wall-clock
+times. Every record carries ``"v": SCHEMA_VERSION``; reading a record validates it completely,
+and anything else under our keys is a :class:`StateCorrupt` error, never a crash deep inside.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import field, frozen
+
+SCHEMA_VERSION = 1
+
+
+class StateCorrupt(Exception):
+    """Bytes under one of our keys are not a record we can read: foreign, garbage, or damaged."""
+
+
+class SchemaTooNew(StateCorrupt):
+    """A record was written by a newer tpelastic whose schema this version does not know."""
+
+
+@frozen(kw_only=True)
+class NodeInfo:
+    """Who a node is. ``prev_rank`` is its rank in the round it comes from, for sticky ranks."""
+
+    node: str
+    addr: str = ""
+    prev_round: int | None = None
+    prev_rank: int | None = None
+
+
+def _nonneg(_instance: object, attribute: Any, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+
+
+@frozen(kw_only=True)
+class RoundResult:
+    """A completed round: participants in rank order, and the job-wide restart count.
+
+    Invariant: ``participants`` holds distinct node ids; a node's rank is its index.
+    ``closed`` marks the placeholder result that a close writes so no later round can complete.
+    """
+
+    round_no: int = field(validator=_nonneg)
+    participants: tuple[NodeInfo, ...] = ()
+    restart_count: int = field(default=0, validator=_nonneg)
+    closed: bool = False
+    # Who offered this result. Two closers may compute the same membership; naming the closer
+    # keeps their offers distinct, so exactly one of them sees its own offer stored and won.
+    closer: str = ""
+
+    def rank_of(self, node: str) -> int | None:
+        for rank, info in enumerate(self.participants):
+            if info.node == node:
+                return rank
+        return None
+
+    @property
+    def world_size(self) -> int:
+        return len(self.participants)
+
+
+@frozen(kw_only=True)
+class ClosedRecord:
+    """Why the rendezvous closed: a terminal outcome of the whole job."""
+
+    outcome: str
+    reason: str = ""
+
+
+def _dump(kind: str, body: Mapping[str, Any]) -> bytes:
+    return json.dumps({"v": SCHEMA_VERSION, "kind": kind, **body}, sort_keys=True).encode()
+
+
+def _load(raw: bytes, kind: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise StateCorrupt(f"not a tpelastic {kind} record: {raw[:40]!r}") from error
+    if not isinstance(data, dict) or not isinstance(data.get("v"), int):
+        raise StateCorrupt(f"not a tpelastic {kind} record: {raw[:40]!r}")
+    if data["v"] > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"{kind} record has schema version {data['v']}, this tpelastic reads up to "
+            f"{SCHEMA_VERSION}: upgrade tpelastic on this node"
+        )
+    if data.get("kind") != kind:
+        raise StateCorrupt(f"expected a {kind} record, found {data.get('kind')!r}")
+    return data
+
+
+def _field(data: Mapping[str, Any], name: str, kind: type, optional: bool = False) -> Any:
+    value = data.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool) is not (kind is bool):
+        raise StateCorrupt(f"field {name!r} should be {kind.__name__}, found {value!r}")
+    return value
+
+
+def encode_node(info: NodeInfo) -> bytes:
+    return _dump("node", _node_body(info))
+
+
+def _node_body(info: NodeInfo) -> dict[str, Any]:
+    return {
+        "node": info.node,
+        "addr": info.addr,
+        "prev_round": info.prev_round,
+        "prev_rank": info.prev_rank,
+    }
+
+
+def _node_from(data: Mapping[str, Any]) -> NodeInfo:
+    node = _field(data, "node", str)
+    if not node:
+        raise StateCorrupt("node id is empty")
+    return NodeInfo(
+        node=node,
+        addr=_field(data, "addr", str),
+        prev_round=_field(data, "prev_round", int, optional=True),
+        prev_rank=_field(data, "prev_rank", int, optional=True),
+    )
+
+
+def decode_node(raw: bytes) -> NodeInfo:
+    return _node_from(_load(raw, "node"))
+
+
+def encode_result(result: RoundResult) -> bytes:
+    return _dump(
+        "result",
+        {
+            "round": result.round_no,
+            "participants": [_node_body(p) for p in result.participants],
+            "restart_count": result.restart_count,
+            "closed": result.closed,
+            "closer": result.closer,
+        },
+    )
+
+
+def decode_result(raw: bytes) -> RoundResult:
+    data = _load(raw, "result")
+    entries = data.get("participants")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise StateCorrupt("participants should be a list of node records")
+    participants = tuple(_node_from(e) for e in entries)
+    if len({p.node for p in participants}) != len(participants):
+        raise StateCorrupt("a node appears twice among the participants")
+    try:
+        return RoundResult(
+            round_no=_field(data, "round", int),
+            participants=participants,
+            restart_count=_field(data, "restart_count", int),
+            closed=_field(data, "closed", bool),
+            closer=_field(data, "closer", str),
+        )
+    except ValueError as error:
+        raise StateCorrupt(str(error)) from error
+
+
+def encode_closed(record: ClosedRecord) -> bytes:
+    return _dump("closed", {"outcome": record.outcome, "reason": record.reason})
+
+
+def decode_closed(raw: bytes) -> ClosedRecord:
+    data = _load(raw, "closed")
+    return ClosedRecord(outcome=_field(data, "outcome", str), reason=_field(data, "reason", str))
+
+
+def encode_reason(reason: str) -> bytes:
+    return _dump("reason", {"reason": reason})
+
+
+def decode_reason(raw: bytes) -> str:
+    return str(_field(_load(raw, "reason"), "reason", str))
+
+
+def decode_counter(raw: bytes | None) -> int:
+    """A store counter (``add``) as an int; absent counts as 0."""
+    if raw is None:
+        return 0
+    try:
+        return int(raw.decode("ascii"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise StateCorrupt(f"expected a counter, found {raw[:40]!r}") from error

@@ -1,0 +1,89 @@
+"""The state one node keeps while it joins a rendezvous round, and the events that drive it."""
+
+from __future__ import annotations
+
+import enum
+
+from attrs import field, frozen
+
+from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.liveness import LivenessTracker
+from tpelastic.core.rendezvous.records import NodeInfo, RoundResult
+from tpelastic.core.values import Instant
+
+
+class JoinPhase(enum.Enum):
+    IDLE = "idle"
+    LOCATING = "locating"  # reading the closed flag and where the latest round is
+    PROBING = "probing"  # reading round results until it finds the round still forming
+    ARRIVING = "arriving"  # taking an arrival slot in that round
+    REGISTERING = "registering"  # writing who it is into its slot
+    FOLLOWING = "following"  # waiting for the closer to publish the result
+    GATHERING = "gathering"  # (closer) reading who has arrived, who is pending, who is dead
+    WAITING = "waiting"  # (closer) blocked until a key appears or a deadline passes
+    COLLECTING = "collecting"  # (closer) reading the arrivals to build the result
+    PUBLISHING = "publishing"  # (closer) offering its result; the first offer wins
+    ANNOUNCING = "announcing"  # (closer that won) bumping the published-rounds hint
+    READING_RESULT = "reading_result"
+    COMPLETE = "complete"
+    CLOSED = "closed"
+    TIMED_OUT = "timed_out"
+    CORRUPT = "corrupt"
+
+
+TERMINAL = frozenset({JoinPhase.COMPLETE, JoinPhase.CLOSED, JoinPhase.TIMED_OUT, JoinPhase.CORRUPT})
+
+# Why a node joins. The reasons after "rejoin" end the previous world, so a node that was a member
+# of it announces the next round (its peers see that and rejoin too).
+OPENING_REASONS = frozenset({"failure", "scale_up", "membership"})
+JOIN_REASONS = frozenset({"first", "rejoin", "waiting"}) | OPENING_REASONS
+
+
+def _reason(_instance: object, _attribute: object, value: str) -> None:
+    if value not in JOIN_REASONS:
+        raise ValueError(f"join reason must be one of {sorted(JOIN_REASONS)}, got {value!r}")
+
+
+@frozen(kw_only=True)
+class JoinState:
+    """One node's view of the round it is joining.
+
+    ``previous`` is the store's result of round ``round_no - 1`` (None for round 0); it decides
+    who must arrive or be declared dead before this round may complete (one world at a time).
+    ``pending`` holds the previous round's ranks the closer still waits for.
+    """
+
+    phase: JoinPhase = JoinPhase.IDLE
+    keys: RunKeys = RunKeys("")
+    node: NodeInfo = NodeInfo(node="?")
+    reason: str = field(default="first", validator=_reason)
+    from_round: int | None = None
+    round_no: int = 0
+    slot: int | None = None
+    previous: RoundResult | None = None
+    deadline: Instant = 0.0
+    follow_until: Instant = 0.0
+    min_reached_at: Instant | None = None
+    arrivals: int = 0
+    pending: tuple[int, ...] = ()
+    declared_dead: tuple[str, ...] = ()
+    liveness: LivenessTracker = LivenessTracker()
+    draft: RoundResult | None = None
+    result: RoundResult | None = None
+    failure: str = ""
+
+    @property
+    def is_closer(self) -> bool:
+        return self.slot == 0
+
+
+@frozen(kw_only=True)
+class JoinRequested:
+    """Event: the agent asks to join. ``from_round`` is the round it was in, if any."""
+
+    run_id: str
+    node: str
+    now: Instant
+    addr: str = ""
+    from_round: int | None = None
+    reason: str = field(default="first", validator=_reason)

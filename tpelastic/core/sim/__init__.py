@@ -1,0 +1,1 @@
+"""Deterministic simulation of many nodes running the real core machines in virtual time."""
