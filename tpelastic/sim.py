@@ -1,8 +1,11 @@
 """Simulation: run the real core machines for many nodes in virtual time.
 
-This module is the public import path for these names; they are defined under
-``tpelastic.core`` and ``tpelastic.adapters`` and re-exported here. Names not yet listed in
-``__all__`` arrive with the simulation issue.
+``Cluster`` runs the real rendezvous join machine for every node over an in-memory store, with
+faults (crash, graceful leave, late join, worker failure, heartbeat loss, close) and virtual
+time. The full scenario runner, latency model and explorer arrive with the simulation issue.
 """
 
-__all__: list[str] = []
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.sim.cluster import Cluster, SimNode, SimulationStuck, Status
+
+__all__ = ["Cluster", "RendezvousConfig", "SimNode", "SimulationStuck", "Status"]

@@ -10,11 +10,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tpelastic.cli import spec
+from tpelastic.cli import demo, spec
 from tpelastic.cli import store as store_command
 from tpelastic.cli.errors import UsageError, exit_with
 
-SUBCOMMANDS = {"spec": spec, "store": store_command}
+SUBCOMMANDS = {"demo": demo, "spec": spec, "store": store_command}
 
 
 def build_parser() -> argparse.ArgumentParser:
