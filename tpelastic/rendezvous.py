@@ -1,6 +1,6 @@
 """Rendezvous: RendezvousHandler, RendezvousParameters, RendezvousInfo, RendezvousStoreInfo,
 RendezvousSettings, DynamicRendezvousHandler, StaticTCPRendezvous, P10dRendezvousBackend,
-TpRendezvousBackend, create_handler and the Rendezvous*Error types.
+TpRendezvousBackend, create_handler, run_join, KeepAlive and the Rendezvous*Error types.
 
 This module is the public import path for these names; they are defined under
 ``tpelastic.core`` and ``tpelastic.adapters`` and re-exported here. ``handler_registry`` is the
@@ -8,6 +8,7 @@ default :class:`HandlerRegistry` that ``create_handler`` uses; build your own re
 ``builtin_registry()`` when you need an isolated one.
 """
 
+from tpelastic.adapters.rendezvous.driver import KeepAlive, run_join
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousClosedError,
     RendezvousConnectionError,
@@ -39,6 +40,7 @@ create_handler = handler_registry.create_handler
 __all__ = [
     "ENTRY_POINT_GROUP",
     "HandlerRegistry",
+    "KeepAlive",
     "RendezvousClosedError",
     "RendezvousConnectionError",
     "RendezvousError",
@@ -56,4 +58,5 @@ __all__ = [
     "create_handler",
     "handler_registry",
     "parse_rdzv_conf",
+    "run_join",
 ]

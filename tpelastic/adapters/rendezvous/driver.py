@@ -1,0 +1,202 @@
+"""Run the pure join machine against a real store: the rendezvous core's only I/O loop.
+
+:func:`run_join` feeds :func:`tpelastic.core.rendezvous.join.step` its events and carries out the
+effects it returns, in order, on a :class:`~tpelastic.adapters.ports.KeyValueStore`. Every decision
+(which round, who closes, when to give up) stays in the core; this module only executes effects,
+reads the clock, and turns outcomes into the ``Rendezvous*Error`` types. :class:`KeepAlive` bumps
+the node's heartbeat counter in the background, which the core's closers time on their own clocks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.rendezvous.errors import (
+    RendezvousClosedError,
+    RendezvousError,
+    RendezvousJoinTimeoutError,
+    RendezvousStateError,
+    store_errors_as_rendezvous_errors,
+)
+from tpelastic.core.rendezvous import join
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.ops import (
+    Add,
+    Get,
+    JoinFailed,
+    JoinSucceeded,
+    Op,
+    OpsDone,
+    Reply,
+    Set,
+    SetIfAbsent,
+    StoreOps,
+    StoreWait,
+    WaitEnded,
+)
+from tpelastic.core.rendezvous.state import JoinRequested, JoinState
+from tpelastic.core.values import Emit, Rejected
+
+log = logging.getLogger(__name__)
+
+# JoinFailed.kind -> the error a caller sees. Unknown kinds fall back to the base class rather
+# than being hidden, so a new failure kind in the core still surfaces as a rendezvous error.
+_FAILURES: dict[str, type[RendezvousError]] = {
+    "closed": RendezvousClosedError,
+    "timeout": RendezvousJoinTimeoutError,
+    "corrupt": RendezvousStateError,
+}
+
+
+def execute_ops(store: KeyValueStore, ops: tuple[Op, ...]) -> tuple[Reply, ...]:
+    """Run ``ops`` one by one on ``store`` and return one reply per op, as the core expects.
+
+    Each op is atomic on its own; the core never relies on a batch being atomic as a whole.
+    Raises ``StoreUnavailable`` (unchanged) when the store cannot be reached.
+    """
+    replies: list[Reply] = []
+    for op in ops:
+        if isinstance(op, Get):
+            replies.append(store.get(op.key))
+        elif isinstance(op, Set):
+            store.set(op.key, op.value)
+            replies.append(None)
+        elif isinstance(op, Add):
+            replies.append(store.add(op.key, op.amount))
+        elif isinstance(op, SetIfAbsent):
+            # The core wants the value stored afterwards, whoever wrote it.
+            replies.append(store.set_if_absent(op.key, op.value)[1])
+        else:  # pragma: no cover - Op is a closed union
+            raise RuntimeError(f"unknown store op {op!r}")
+    return tuple(replies)
+
+
+def run_join(
+    store: KeyValueStore,
+    config: RendezvousConfig,
+    *,
+    run_id: str,
+    node: str,
+    addr: str = "",
+    from_round: int | None = None,
+    reason: str = "first",
+    clock: Callable[[], float] = time.monotonic,
+) -> JoinSucceeded:
+    """Join the run's forming round and block until it completes; return this node's rank in it.
+
+    Raises:
+        RendezvousClosedError: the run is closed.
+        RendezvousJoinTimeoutError: no round completed within ``config.join_timeout``.
+        RendezvousStateError: the run's shared state is unreadable.
+        RendezvousConnectionError: the store could not be reached.
+        RuntimeError: the machine rejected an event: a bug in the driver or the core.
+    """
+    context = f"joining run {run_id!r} as {node!r}"
+    with store_errors_as_rendezvous_errors(context):
+        state = JoinState()
+        event: object = JoinRequested(
+            run_id=run_id, node=node, now=clock(), addr=addr, from_round=from_round, reason=reason
+        )
+        while True:
+            result = join.step(state, event, config)
+            state = result.state
+            next_event: object | None = None
+            for effect in result.effects:
+                if isinstance(effect, StoreOps):
+                    next_event = OpsDone(replies=execute_ops(store, effect.ops), now=clock())
+                elif isinstance(effect, StoreWait):
+                    # The deadline is on our own clock; the store only understands a timeout.
+                    present = store.wait_for(
+                        effect.keys, timeout=max(0.0, effect.deadline - clock())
+                    )
+                    next_event = WaitEnded(present=present, now=clock())
+                elif isinstance(effect, JoinSucceeded):
+                    return effect
+                elif isinstance(effect, JoinFailed):
+                    error = _FAILURES.get(effect.kind, RendezvousError)
+                    raise error(f"{context}: {effect.reason}")
+                elif isinstance(effect, Rejected):
+                    raise RuntimeError(
+                        f"join machine rejected {effect.event} in {effect.phase}: {effect.reason}"
+                    )
+                elif isinstance(effect, Emit):
+                    log.info("%s %s", effect.name, effect.as_dict())
+                else:
+                    raise RuntimeError(f"join machine returned an unknown effect {effect!r}")
+            if next_event is None:
+                # Every non-terminal step asks the store something; none would mean a stall.
+                raise RuntimeError(f"join machine stalled in {state.phase.name} with no effect")
+            event = next_event
+
+
+class KeepAlive:
+    """Bump ``RunKeys(run_id).heartbeat(node)`` every ``config.heartbeat_interval`` seconds.
+
+    Runs on a daemon thread so a stuck store never keeps the process alive. Failures are counted,
+    not raised: the owner reads :attr:`consecutive_failures` and :attr:`last_success` and decides
+    (e.g. fences itself) — that decision is not this thread's to make.
+    """
+
+    def __init__(
+        self,
+        store: KeyValueStore,
+        config: RendezvousConfig,
+        *,
+        run_id: str,
+        node: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._key = RunKeys(run_id).heartbeat(node)
+        self._interval = config.heartbeat_interval
+        self._clock = clock
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"keepalive-{node}", daemon=True)
+        self.consecutive_failures = 0
+        self.last_success: float | None = None
+        """Clock reading (monotonic by default) of the last heartbeat that landed."""
+
+    def start(self) -> KeepAlive:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop beating. Returns within ``timeout`` (default: one interval) even if a store call
+        hangs, since the thread is a daemon and is not needed afterwards."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(self._interval if timeout is None else timeout)
+
+    def __enter__(self) -> KeepAlive:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def beat(self) -> bool:
+        """One heartbeat now; True when it landed."""
+        try:
+            self._store.add(self._key, 1)
+        except Exception:
+            # Any failure (not only StoreUnavailable) must be counted rather than kill the
+            # thread: a dead keep-alive would look exactly like a dead node to its peers.
+            self.consecutive_failures += 1
+            log.warning("heartbeat %s failed (%d in a row)", self._key, self.consecutive_failures)
+            return False
+        self.consecutive_failures = 0
+        self.last_success = self._clock()
+        return True
+
+    def _run(self) -> None:
+        # Beat at once: closers may be timing this node from the moment it arrives.
+        self.beat()
+        while not self._stopping.wait(self._interval):
+            self.beat()
+
+
+__all__ = ["KeepAlive", "execute_ops", "run_join"]
