@@ -1,19 +1,27 @@
-"""A rendezvous cluster in virtual time: N nodes run the real join machine over an in-memory store.
+"""A rendezvous cluster in virtual time: N nodes run the real join machine over a simulated store.
 
-This is the harness the property tests and the timeline demo drive. It runs the same
-:func:`tpelastic.core.rendezvous.join.step` the adapters run, never a reimplementation; only the
-store (a dict, each batch applied atomically) and time (a number) are simulated. A member of a
-completed round behaves as an agent does between rounds: it heartbeats, looks at the next round
-once per heartbeat interval, rejoins when that round opens (or opens it when nodes wait and there
-is room), watches its ring successor, and fences itself when its own heartbeats fail for longer
-than ``heartbeat_timeout - heartbeat_interval`` (before anyone can declare it dead).
+This is the harness the property tests, the scenario runner and the timeline demo drive. It runs
+the same :func:`tpelastic.core.rendezvous.join.step` the adapters run, never a reimplementation;
+only the store (a dict, each batch applied atomically), the network (a per-batch latency) and time
+(a heap of actions, :mod:`tpelastic.core.sim.queue`) are simulated. A member of a completed round
+behaves as an agent does between rounds: it heartbeats, looks at the next round once per
+heartbeat interval, rejoins when that round opens (or opens it when nodes wait and there is room),
+watches its ring successor, and fences itself when its own heartbeats fail for longer than
+``heartbeat_timeout - heartbeat_interval`` (before anyone can declare it dead).
+
+Latency: a batch sent at ``t`` is applied, and its replies arrive, at ``t + latency`` (plus the
+node's own extra latency when it is slow); a blocked wait wakes ``latency`` after its key appears.
+With zero latency a node's batches apply at once, as in a perfect store. A batch that reaches an
+unavailable store, or comes from a partitioned node, fails: a join then ends the way the real
+driver ends it (a connection error), and the agent retries after ``retry_after`` or exits.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
-from attrs import define, field
+from attrs import define, field, frozen
 
 from tpelastic.core.rendezvous import join, membership
 from tpelastic.core.rendezvous.config import RendezvousConfig
@@ -21,6 +29,7 @@ from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LivenessTracker
 from tpelastic.core.rendezvous.ops import (
     Add,
+    Get,
     JoinFailed,
     JoinSucceeded,
     Op,
@@ -29,25 +38,36 @@ from tpelastic.core.rendezvous.ops import (
     StoreOps,
     StoreWait,
     WaitEnded,
-    run_ops,
 )
 from tpelastic.core.rendezvous.records import RoundResult, decode_counter, decode_result
 from tpelastic.core.rendezvous.state import JoinRequested, JoinState
+from tpelastic.core.sim.queue import EventQueue, SimulationStuck
+from tpelastic.core.sim.store import SimStore
+from tpelastic.core.values import Emit, Rejected
 
 MAX_STEPS_WITHOUT_WAITING = 10_000
+OnReply = Callable[[tuple[Reply, ...] | None], None]
 
-
-class SimulationStuck(Exception):
-    """The simulated machines stopped making progress in virtual time: a bug, never an input."""
+__all__ = ["Cluster", "SimNode", "SimRecord", "SimulationStuck", "Status"]
 
 
 class Status(enum.Enum):
     JOINING = "joining"
     TRAINING = "training"
-    FAILED = "failed"  # the join ended without a round (closed, timeout, corrupt)
+    FAILED = "failed"  # the join ended without a round (closed, timeout, corrupt, connection)
     LEFT = "left"
     CRASHED = "crashed"
     FENCED = "fenced"
+
+
+@frozen(kw_only=True)
+class SimRecord:
+    """One thing that happened, for the trace: virtual instant, name, node ('' for the run)."""
+
+    t: float
+    name: str
+    node: str = ""
+    fields: tuple[tuple[str, object], ...] = ()
 
 
 @define
@@ -64,55 +84,146 @@ class SimNode:
     ring: LivenessTracker = field(factory=LivenessTracker)
     failure: str = ""
     completed_rounds: list[int] = field(factory=list)
+    partitioned: bool = False
+    extra_latency: float = 0.0
+    # Bumped whenever the node's outstanding request stops mattering (crash, new join, failure),
+    # so a reply or wake-up scheduled earlier is recognised as stale and dropped.
+    gen: int = 0
+    wait_id: int = 0
+    wake_due: bool = False
+    ticking: bool = False
 
 
 @define
 class Cluster:
-    """All nodes of one run. Every method is deterministic; time moves only in :meth:`advance`."""
+    """All nodes of one run. Every method is deterministic; time moves only in :meth:`advance`.
+
+    Attributes:
+        latency: seconds from sending a store batch to its replies (and from a key's arrival to
+            the wake-up of a wait on it).
+        retry_after: after a join fails to reach the store, the agent rejoins this many seconds
+            later; None means it exits (status FAILED).
+        detail: keep per-node log lines and records (turn off for very large runs).
+    """
 
     config: RendezvousConfig
     keys: RunKeys = field(factory=lambda: RunKeys("sim"))
-    store: dict[str, bytes] = field(factory=dict)
-    now: float = 0.0
+    sim_store: SimStore = field(factory=SimStore)
     nodes: dict[str, SimNode] = field(factory=dict)
     log: list[str] = field(factory=list)
-    store_ops: int = 0
     overlaps: list[str] = field(factory=list)
+    records: list[SimRecord] = field(factory=list)
+    latency: float = 0.0
+    retry_after: float | None = None
+    detail: bool = True
+    store_up: bool = True
+    # round -> [first instant a node trained in it, last such instant, how many nodes]
+    round_times: dict[int, list[float]] = field(factory=dict)
+    queue: EventQueue = field(factory=EventQueue)
+    _training: dict[int, int] = field(factory=dict, alias="_training")
+
+    @property
+    def now(self) -> float:
+        return self.queue.now
+
+    @property
+    def store(self) -> dict[str, bytes]:
+        return self.sim_store.data
+
+    @property
+    def store_ops(self) -> int:
+        return self.sim_store.ops
 
     # --- faults and requests -------------------------------------------------------------------
 
     def start(self, name: str) -> None:
         """A new node (or a restarted one, under a new name) joins the run."""
-        assert name not in self.nodes, f"node {name} exists"
-        self.nodes[name] = SimNode(name=name, last_beat=self.now, last_good_beat=self.now)
-        self._run((Add(self.keys.heartbeat(name), 1),))
-        self._begin_join(self.nodes[name], "first", None)
+        if name in self.nodes:
+            raise ValueError(f"node {name} exists")
+        node = SimNode(name=name, last_beat=self.now, last_good_beat=self.now)
+        self.nodes[name] = node
+        self._note(node, "node.started", f"{name} started")
+        self._send_beat(node)
+        self._begin_join(node, "first", None)
+        self._settle()
 
     def crash(self, name: str) -> None:
         """The node dies without a goodbye: no more heartbeats, no more steps."""
         node = self.nodes[name]
-        node.status, node.world, node.wait, node.beating = Status.CRASHED, None, None, False
-        self.log.append(f"{self.now:8.2f} {name} crashed")
+        self._set_status(node, Status.CRASHED, None)
+        node.wait, node.beating = None, False
+        node.gen += 1
+        self._note(node, "node.crashed", f"{name} crashed")
+        self._settle()
 
     def leave(self, name: str) -> None:
         """A graceful leave of a training member: the others form a new round without it."""
         node = self.nodes[name]
-        assert node.status is Status.TRAINING and node.world is not None
-        self._run(membership.leave_ops(self.keys, node.world, name))
-        node.status, node.world, node.beating = Status.LEFT, None, False
-        self.log.append(f"{self.now:8.2f} {name} left gracefully")
+        if node.status is not Status.TRAINING or node.world is None:
+            raise ValueError(f"node {name} is not training; only a member can leave")
+        self._send(node, membership.leave_ops(self.keys, node.world, name))
+        self._set_status(node, Status.LEFT, None)
+        node.beating = False
+        node.gen += 1
+        self._note(node, "node.left", f"{name} left gracefully")
+        self._settle()
 
     def fail_workers(self, name: str) -> None:
         """The node's workers failed: it reports the failure and rejoins (one budget unit)."""
         node = self.nodes[name]
-        assert node.status is Status.TRAINING and node.world is not None
-        self.log.append(f"{self.now:8.2f} {name} workers failed")
+        if node.status is not Status.TRAINING or node.world is None:
+            raise ValueError(f"node {name} is not training; only a member's workers can fail")
+        self._note(node, "workers.failed", f"{name} workers failed", round=node.world.round_no)
         self._begin_join(node, "failure", node.world.round_no)
+        self._settle()
 
     def lose_heartbeats(self, name: str) -> None:
         """The node keeps running but its heartbeats stop landing (its link to the store broke)."""
-        self.nodes[name].beating = False
-        self.log.append(f"{self.now:8.2f} {name} lost its heartbeats")
+        node = self.nodes[name]
+        node.beating = False
+        self._note(node, "node.heartbeats_lost", f"{name} lost its heartbeats")
+        self._arm_fence(node)
+        self._settle()
+
+    def partition(self, name: str) -> None:
+        """Cut the node off the store: its batches and heartbeats fail until :meth:`heal`."""
+        node = self.nodes[name]
+        node.partitioned = True
+        self._note(node, "node.partitioned", f"{name} is cut off from the store")
+        self._cut_off([node])
+        self._settle()
+
+    def heal(self, name: str) -> None:
+        """End a partition of the node; a node that fenced itself rejoins."""
+        node = self.nodes[name]
+        node.partitioned = False
+        self._note(node, "node.healed", f"{name} reaches the store again")
+        self._reconnect([node])
+        self._settle()
+
+    def store_unavailable(self) -> None:
+        """The store stops answering: every batch and heartbeat fails until it is back."""
+        self.store_up = False
+        self._note(None, "store.unavailable", "the store is unavailable")
+        self._cut_off(list(self.nodes.values()))
+        self._settle()
+
+    def store_available(self) -> None:
+        """The store answers again; nodes that fenced themselves rejoin."""
+        self.store_up = True
+        self._note(None, "store.available", "the store is available again")
+        self._reconnect(list(self.nodes.values()))
+        self._settle()
+
+    def slow(self, name: str, extra_latency: float) -> None:
+        """Every batch of this node takes ``extra_latency`` more seconds (0 ends the slowness)."""
+        if extra_latency < 0:
+            raise ValueError(f"extra_latency must be >= 0, got {extra_latency}")
+        node = self.nodes[name]
+        node.extra_latency = extra_latency
+        self._note(
+            node, "node.slow", f"{name} is slower by {extra_latency:g}s", extra=extra_latency
+        )
 
     def fence_deadline(self, node: SimNode) -> float:
         """Past this instant a node whose heartbeats fail may not train: peers may soon declare it
@@ -123,88 +234,181 @@ class Cluster:
     def close(self, name: str, outcome: str = "succeeded") -> None:
         node = self.nodes[name]
         forming = (node.world.round_no + 1) if node.world else node.join.round_no
-        self._run(membership.close_ops(self.keys, forming, outcome, f"closed by {name}"))
-        self.log.append(f"{self.now:8.2f} {name} closed the rendezvous ({outcome})")
+        self._send(node, membership.close_ops(self.keys, forming, outcome, f"closed by {name}"))
+        self._note(node, "rendezvous.closed", f"{name} closed the rendezvous ({outcome})")
+        self._settle()
 
     # --- time ----------------------------------------------------------------------------------
 
     def advance(self, seconds: float) -> None:
-        """Move virtual time forward, firing heartbeats, watches and wait deadlines in order."""
-        end = self.now + seconds
-        fired_at_once = 0
-        while True:
-            nxt = self._next_timer()
-            if nxt is None or nxt > end:
-                break
-            fired_at_once = fired_at_once + 1 if nxt <= self.now else 0
-            if fired_at_once > MAX_STEPS_WITHOUT_WAITING:
-                raise SimulationStuck(f"timers keep firing at t={self.now} without time moving")
-            self.now = max(self.now, nxt)
-            self._fire_timers()
-        self.now = end
+        """Move virtual time forward, running heartbeats, watches, replies and deadlines in order.
 
-    def _next_timer(self) -> float | None:
-        times = [n.wait.deadline for n in self._live() if n.wait is not None]
-        times += [n.last_beat + self.config.heartbeat_interval for n in self._ticking()]
-        times += [
-            self.fence_deadline(n)
-            for n in self._live()
-            if n.status is Status.TRAINING and not n.beating
-        ]
-        return min(times) if times else None
+        Raises:
+            ValueError: for a negative duration.
+            SimulationStuck: when the machines loop without time moving (a bug).
+        """
+        if seconds < 0:
+            raise ValueError(f"cannot advance by a negative duration ({seconds})")
+        self.queue.run_until(self.now + seconds, self._limit())
 
-    def _fire_timers(self) -> None:
-        for node in sorted(self._live(), key=lambda n: n.name):
-            self._fence_if_due(node)
-            if node.wait is not None and node.wait.deadline <= self.now:
-                self._feed(node, WaitEnded(present=self._present(node.wait), now=self.now))
-            if node in self._ticking() and (
-                node.last_beat + self.config.heartbeat_interval <= self.now
-            ):
-                self._tick(node)
+    def _settle(self) -> None:
+        self.queue.run_until(self.now, self._limit())
+
+    def _limit(self) -> int:
+        return MAX_STEPS_WITHOUT_WAITING + 200 * len(self.nodes)
+
+    def _arm_tick(self, node: SimNode) -> None:
+        if not node.ticking:
+            node.ticking = True
+            at = node.last_beat + self.config.heartbeat_interval
+            self.queue.schedule(at, lambda: self._tick(node))
 
     def _tick(self, node: SimNode) -> None:
+        node.ticking = False
+        if node.status not in (Status.JOINING, Status.TRAINING):
+            return
         node.last_beat = self.now
         if node.beating:
-            node.last_good_beat = self.now
-            self._run((Add(self.keys.heartbeat(node.name), 1),))
-        if node.status is Status.TRAINING and node.beating:
-            self._watch(node)
+            self._send_beat(node)
+        if node.status is Status.TRAINING and node.beating and node.world is not None:
+            self._watch(node, node.world)
+        self._arm_tick(node)
+
+    def _send_beat(self, node: SimNode) -> None:
+        sent = self.now
+
+        def landed(replies: tuple[Reply, ...] | None) -> None:
+            if replies is None:
+                self._arm_fence(node)
+            else:
+                node.last_good_beat = max(node.last_good_beat, sent)
+
+        self._request(node, (Add(self.keys.heartbeat(node.name), 1),), landed, stale_ok=True)
+
+    def _arm_fence(self, node: SimNode) -> None:
+        if node.status is Status.TRAINING:
+            self.queue.schedule(self.fence_deadline(node), lambda: self._fence_if_due(node))
+
+    def _heart_failing(self, node: SimNode) -> bool:
+        return not node.beating or not self._reachable(node)
 
     def _fence_if_due(self, node: SimNode) -> None:
-        if node.status is Status.TRAINING and not node.beating:
+        if node.status is Status.TRAINING and self._heart_failing(node):
             if self.now >= self.fence_deadline(node):
-                node.status, node.world = Status.FENCED, None
-                self.log.append(f"{self.now:8.2f} {node.name} fenced itself (heartbeats failing)")
+                self._set_status(node, Status.FENCED, None)
+                node.gen += 1
+                self._note(node, "node.fenced", f"{node.name} fenced itself (heartbeats failing)")
+            else:
+                self._arm_fence(node)
 
-    def _watch(self, node: SimNode) -> None:
-        world = node.world
-        assert world is not None
-        seen = membership.read_watch(self._run(membership.watch_ops(self.keys, world.round_no)))
-        if seen.closed is not None:
-            node.status, node.world = Status.FAILED, None
-            node.failure = f"closed: {seen.closed.outcome}"
-            return
-        if seen.next_opened is not None:
-            self._begin_join(node, "rejoin", world.round_no)
-            return
-        if seen.waiting > 0 and world.world_size < self.config.max_nodes:
-            self._begin_join(node, "scale_up", world.round_no)
-            return
+    def _watch(self, node: SimNode, world: RoundResult) -> None:
         successor = membership.ring_successor(world, node.name)
+        ops = membership.watch_ops(self.keys, world.round_no)
         if successor is not None:
-            beat = decode_counter(self.store.get(self.keys.heartbeat(successor)))
-            node.ring = node.ring.observe(successor, beat, self.now)
+            ops += (Get(self.keys.heartbeat(successor)),)
+
+        def seen(replies: tuple[Reply, ...] | None) -> None:
+            # A failed look (store unreachable) is skipped: the heartbeats decide about fencing.
+            if replies is not None and node.status is Status.TRAINING and node.world is world:
+                self._after_watch(node, world, replies, successor)
+
+        self._request(node, ops, seen)
+
+    def _after_watch(
+        self, node: SimNode, world: RoundResult, replies: tuple[Reply, ...], successor: str | None
+    ) -> None:
+        seen = membership.read_watch(replies[:3])
+        if seen.closed is not None:
+            self._set_status(node, Status.FAILED, None)
+            node.failure = f"closed: {seen.closed.outcome}"
+        elif seen.next_opened is not None:
+            self._begin_join(node, "rejoin", world.round_no)
+        elif seen.waiting > 0 and world.world_size < self.config.max_nodes:
+            self._begin_join(node, "scale_up", world.round_no)
+        elif successor is not None:
+            beat = replies[3]
+            counter = decode_counter(beat if isinstance(beat, bytes) else None)
+            node.ring = node.ring.observe(successor, counter, self.now)
             if node.ring.is_dead(successor, self.now, self.config.heartbeat_timeout):
-                self.log.append(f"{self.now:8.2f} {node.name} found {successor} dead")
-                self._run(membership.report_dead_ops(self.keys, world, successor))
+                self._note(node, "node.found_dead", f"{node.name} found {successor} dead")
+                self._send(node, membership.report_dead_ops(self.keys, world, successor))
                 self._begin_join(node, "membership", world.round_no)
+
+    def _cut_off(self, nodes: list[SimNode]) -> None:
+        for node in nodes:
+            if node.status is Status.JOINING and node.wait is not None:
+                self._connection_lost(node)
+            self._arm_fence(node)
+
+    def _reconnect(self, nodes: list[SimNode]) -> None:
+        for node in nodes:
+            if node.status is Status.FENCED and node.beating and self._reachable(node):
+                # Its world may still train without it: open the next round so all rejoin.
+                self._begin_join(node, "membership", node.last_round)
+
+    # --- the store, seen from a node -----------------------------------------------------------
+
+    def _reachable(self, node: SimNode) -> bool:
+        return self.store_up and not node.partitioned
+
+    def _latency(self, node: SimNode) -> float:
+        return self.latency + node.extra_latency
+
+    def _apply_from(self, node: SimNode, ops: tuple[Op, ...]) -> tuple[Reply, ...] | None:
+        """Apply a batch that reaches the store now; None when it cannot reach it."""
+        if not self._reachable(node):
+            self.sim_store.failed_batches += 1
+            return None
+        replies, woken = self.sim_store.apply(ops)
+        for name, token in woken:
+            self._wake(self.nodes[name], token)
+        return replies
+
+    def _request(
+        self, node: SimNode, ops: tuple[Op, ...], on_reply: OnReply, stale_ok: bool = False
+    ) -> None:
+        """Send ``ops``; call ``on_reply(replies or None)`` when the answer is back."""
+        delay = self._latency(node)
+        if delay == 0:
+            on_reply(self._apply_from(node, ops))
+            return
+        gen = node.gen
+
+        def arrive() -> None:
+            replies = self._apply_from(node, ops)
+            if stale_ok or node.gen == gen:
+                on_reply(replies)
+
+        self.queue.schedule(self.now + delay, arrive)
+
+    def _send(self, node: SimNode, ops: tuple[Op, ...]) -> None:
+        """Fire and forget: the batch lands after the node's latency, whatever becomes of it."""
+        if ops:
+            self._request(node, ops, lambda _replies: None, stale_ok=True)
+
+    def _wake(self, node: SimNode, token: int) -> None:
+        if node.wait_id != token or node.wait is None or node.wake_due:
+            return
+        if self.sim_store.present(node.wait.keys):
+            node.wake_due = True
+            self.queue.schedule(self.now + self._latency(node), lambda: self._end_wait(node, token))
+
+    def _end_wait(self, node: SimNode, token: int) -> None:
+        if node.wait_id != token or node.wait is None:
+            return
+        keys = node.wait.keys
+        node.wait, node.wake_due = None, False
+        node.wait_id += 1
+        self._feed(node, WaitEnded(present=self.sim_store.present(keys), now=self.now))
 
     # --- driving the join machine --------------------------------------------------------------
 
     def _begin_join(self, node: SimNode, reason: str, from_round: int | None) -> None:
-        node.status, node.world, node.wait = Status.JOINING, None, None
+        self._set_status(node, Status.JOINING, None)
+        node.wait, node.wake_due = None, False
+        node.gen += 1
         node.ring = LivenessTracker()
+        self._note(node, "rendezvous.join_started", "", reason=reason, from_round=from_round)
         event = JoinRequested(
             run_id=self.keys.run_id,
             node=node.name,
@@ -213,10 +417,11 @@ class Cluster:
             reason=reason,
         )
         node.join = JoinState()
+        self._arm_tick(node)
         self._feed(node, event)
 
     def _feed(self, node: SimNode, event: object) -> None:
-        """Step the node's join machine until it blocks on a wait or finishes."""
+        """Step the node's join machine until it blocks on a reply or a wait, or finishes."""
         queue = [event]
         steps = 0
         while queue:
@@ -227,66 +432,140 @@ class Cluster:
                     f"(phase {node.join.phase.name}): a loop in the join machine"
                 )
             result = join.step(node.join, queue.pop(0), self.config)
-            node.join, node.wait = result.state, None
+            node.join = result.state
             for effect in result.effects:
-                if isinstance(effect, StoreOps):
-                    queue.append(OpsDone(replies=self._run(effect.ops), now=self.now))
-                elif isinstance(effect, StoreWait):
-                    if self._present(effect) or effect.deadline <= self.now:
-                        queue.append(WaitEnded(present=self._present(effect), now=self.now))
-                    else:
-                        node.wait = effect
-                elif isinstance(effect, JoinSucceeded):
-                    self._complete(node, effect)
-                elif isinstance(effect, JoinFailed):
-                    node.status, node.failure = Status.FAILED, f"{effect.kind}: {effect.reason}"
-                    self.log.append(f"{self.now:8.2f} {node.name} join failed: {node.failure}")
+                nxt = self._effect(node, effect)
+                if nxt is not None:
+                    queue.append(nxt)
+
+    def _effect(self, node: SimNode, effect: object) -> object | None:
+        """Carry out one effect; return the event to feed at once, if any."""
+        if isinstance(effect, StoreOps):
+            return self._store_ops(node, effect.ops)
+        if isinstance(effect, StoreWait):
+            return self._store_wait(node, effect)
+        if isinstance(effect, JoinSucceeded):
+            self._complete(node, effect)
+        elif isinstance(effect, JoinFailed):
+            self._join_failed(node, f"{effect.kind}: {effect.reason}")
+        elif isinstance(effect, Emit):
+            self._note(node, effect.name, "", **effect.as_dict())
+        elif isinstance(effect, Rejected):
+            raise SimulationStuck(
+                f"{node.name}: the join machine rejected {effect.event} in {effect.phase}: "
+                f"{effect.reason}"
+            )
+        return None
+
+    def _store_ops(self, node: SimNode, ops: tuple[Op, ...]) -> object | None:
+        gen = node.gen
+        if self._latency(node) == 0:
+            replies = self._apply_from(node, ops)
+            if replies is None:
+                self._connection_lost(node)
+                return None
+            return OpsDone(replies=replies, now=self.now)
+
+        def answer(replies: tuple[Reply, ...] | None) -> None:
+            if node.gen != gen:
+                return
+            if replies is None:
+                self._connection_lost(node)
+            else:
+                self._feed(node, OpsDone(replies=replies, now=self.now))
+
+        self._request(node, ops, answer)
+        return None
+
+    def _store_wait(self, node: SimNode, wait: StoreWait) -> object | None:
+        if not self._reachable(node):
+            self._connection_lost(node)
+            return None
+        present = self.sim_store.present(wait.keys)
+        node.wait, node.wake_due = wait, False
+        node.wait_id += 1
+        token = node.wait_id
+        if present or wait.deadline <= self.now:
+            if self._latency(node) == 0:
+                node.wait = None
+                return WaitEnded(present=present, now=self.now)
+            node.wake_due = True
+            self.queue.schedule(self.now + self._latency(node), lambda: self._end_wait(node, token))
+            return None
+        self.sim_store.wait_on(wait.keys, node.name, token)
+        self.queue.schedule(wait.deadline, lambda: self._end_wait(node, token))
+        return None
+
+    def _connection_lost(self, node: SimNode) -> None:
+        """What the real driver does when the store fails mid-join: the join ends with a
+        connection error; the agent then retries later or exits."""
+        reason, from_round = node.join.reason, node.join.from_round
+        self._join_failed(node, "connection: the store could not be reached")
+        if self.retry_after is not None:
+            gen = node.gen
+
+            def retry() -> None:
+                if node.gen == gen and node.status is Status.FAILED:
+                    self._begin_join(node, reason, from_round)
+
+            self.queue.schedule(self.now + self.retry_after, retry)
+
+    def _join_failed(self, node: SimNode, why: str) -> None:
+        self._set_status(node, Status.FAILED, None)
+        node.wait, node.failure = None, why
+        node.gen += 1
+        self._note(node, "rendezvous.join_failed", f"{node.name} join failed: {why}", reason=why)
 
     def _complete(self, node: SimNode, done: JoinSucceeded) -> None:
-        node.status, node.world = Status.TRAINING, done.result
-        self._fence_if_due(node)
-        node.last_round = done.result.round_no
-        node.completed_rounds.append(done.result.round_no)
-        self.log.append(
-            f"{self.now:8.2f} {node.name} is rank {done.rank}/{done.result.world_size} "
-            f"of round {done.result.round_no}"
+        result = done.result
+        self._set_status(node, Status.TRAINING, result)
+        node.last_round = result.round_no
+        node.completed_rounds.append(result.round_no)
+        times = self.round_times.setdefault(result.round_no, [self.now, self.now, 0.0])
+        times[1], times[2] = self.now, times[2] + 1
+        self._note(
+            node,
+            "rendezvous.joined",
+            f"{node.name} is rank {done.rank}/{result.world_size} of round {result.round_no}",
+            round=result.round_no,
+            rank=done.rank,
+            world_size=result.world_size,
+            restart_count=result.restart_count,
         )
-        self._note_worlds()
+        if self._heart_failing(node):
+            self._fence_if_due(node)
 
-    def _run(self, ops: tuple[Op, ...]) -> tuple[Reply, ...]:
-        self.store_ops += len(ops)
-        replies = run_ops(ops, self.store)
-        self._wake_waiters()
-        self._note_worlds()
-        return replies
+    # --- bookkeeping ---------------------------------------------------------------------------
 
-    def _wake_waiters(self) -> None:
-        for node in sorted(self._live(), key=lambda n: n.name):
-            if node.wait is not None and self._present(node.wait):
-                self._feed(node, WaitEnded(present=True, now=self.now))
+    def _set_status(self, node: SimNode, status: Status, world: RoundResult | None) -> None:
+        if node.status is Status.TRAINING and node.world is not None:
+            left = self._training[node.world.round_no] - 1
+            if left:
+                self._training[node.world.round_no] = left
+            else:
+                del self._training[node.world.round_no]
+        node.status, node.world = status, world
+        if status is Status.TRAINING and world is not None:
+            self._training[world.round_no] = self._training.get(world.round_no, 0) + 1
+            if len(self._training) > 1:
+                rounds = sorted(self._training)
+                self.overlaps.append(f"{self.now:.2f}: rounds {rounds} train side by side")
 
-    def _present(self, wait: StoreWait) -> bool:
-        return all(key in self.store for key in wait.keys)
-
-    def _live(self) -> list[SimNode]:
-        return [n for n in self.nodes.values() if n.status not in (Status.CRASHED, Status.LEFT)]
-
-    def _ticking(self) -> list[SimNode]:
-        """Nodes whose agent still runs its keep-alive and watch loop."""
-        return [n for n in self.nodes.values() if n.status in (Status.JOINING, Status.TRAINING)]
-
-    def _note_worlds(self) -> None:
-        rounds = self.training_rounds()
-        if len(rounds) > 1:
-            self.overlaps.append(f"{self.now:.2f}: rounds {sorted(rounds)} train side by side")
+    def _note(self, node: SimNode | None, name: str, text: str, /, **fields: object) -> None:
+        if not self.detail and node is not None and name.startswith("rendezvous.join"):
+            return
+        who = node.name if node is not None else ""
+        self.records.append(
+            SimRecord(t=self.now, name=name, node=who, fields=tuple(fields.items()))
+        )
+        if text and self.detail:
+            self.log.append(f"{self.now:8.2f} {text}")
 
     # --- observations --------------------------------------------------------------------------
 
     def training_rounds(self) -> frozenset[int]:
         """The rounds whose worlds are training right now (one world at a time: at most one)."""
-        return frozenset(
-            n.world.round_no for n in self.nodes.values() if n.status is Status.TRAINING and n.world
-        )
+        return frozenset(self._training)
 
     def results(self) -> dict[int, RoundResult]:
         found = {}
