@@ -8,7 +8,17 @@ default :class:`HandlerRegistry` that ``create_handler`` uses; build your own re
 ``builtin_registry()`` when you need an isolated one.
 """
 
+from tpelastic.adapters.rendezvous.backends import (
+    P10dRendezvousBackend,
+    StoreRendezvousBackend,
+    TpRendezvousBackend,
+)
 from tpelastic.adapters.rendezvous.driver import KeepAlive, run_join
+from tpelastic.adapters.rendezvous.dynamic import (
+    DynamicRendezvousHandler,
+    DynamicRendezvousInfo,
+    create_dynamic_handler,
+)
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousClosedError,
     RendezvousConnectionError,
@@ -30,7 +40,10 @@ from tpelastic.adapters.rendezvous.registry import (
     HandlerRegistry,
     builtin_registry,
 )
+from tpelastic.adapters.rendezvous.settings import RendezvousSettings
 from tpelastic.adapters.rendezvous.static import StaticTCPRendezvous
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.rendezvous.membership import RoundWatch
 
 handler_registry = builtin_registry()
 """The default registry: built-in backends plus installed entry points."""
@@ -39,9 +52,13 @@ create_handler = handler_registry.create_handler
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "DynamicRendezvousHandler",
+    "DynamicRendezvousInfo",
     "HandlerRegistry",
     "KeepAlive",
+    "P10dRendezvousBackend",
     "RendezvousClosedError",
+    "RendezvousConfig",
     "RendezvousConnectionError",
     "RendezvousError",
     "RendezvousGracefulExitError",
@@ -49,12 +66,17 @@ __all__ = [
     "RendezvousInfo",
     "RendezvousJoinTimeoutError",
     "RendezvousParameters",
+    "RendezvousSettings",
     "RendezvousStateError",
     "RendezvousStoreInfo",
     "RendezvousTimeout",
     "RendezvousTimeoutError",
+    "RoundWatch",
     "StaticTCPRendezvous",
+    "StoreRendezvousBackend",
+    "TpRendezvousBackend",
     "builtin_registry",
+    "create_dynamic_handler",
     "create_handler",
     "handler_registry",
     "parse_rdzv_conf",

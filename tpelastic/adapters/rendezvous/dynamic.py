@@ -1,0 +1,472 @@
+"""DynamicRendezvousHandler: elastic membership over a key/value store (backends tcp, file).
+
+The pure join machine (:mod:`tpelastic.core.rendezvous`) decides everything; this handler runs it
+through :func:`~tpelastic.adapters.rendezvous.driver.run_join`, keeps the node's heartbeat going
+with a background :class:`~tpelastic.adapters.rendezvous.driver.KeepAlive`, and carries out the
+one-shot membership writes (leave, report a dead peer, open the next round, close) that
+:mod:`tpelastic.core.rendezvous.membership` describes. See ``specs/rendezvous_join.md``.
+
+An agent calls :meth:`~DynamicRendezvousHandler.next_rendezvous`, starts its workers, then calls
+:meth:`~DynamicRendezvousHandler.watch` once in a while (every heartbeat interval or so): when it
+reports ``next_opened`` the world is over and the agent stops its workers and rejoins; when it
+reports waiting nodes, the agent may open the next round to admit them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from attrs import evolve, field, frozen
+
+from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.rendezvous.backends import (
+    P10dRendezvousBackend,
+    StoreRendezvousBackend,
+    TpRendezvousBackend,
+)
+from tpelastic.adapters.rendezvous.driver import KeepAlive, execute_ops, run_join
+from tpelastic.adapters.rendezvous.errors import (
+    RendezvousError,
+    RendezvousGracefulExitError,
+    RendezvousStateError,
+    store_errors_as_rendezvous_errors,
+)
+from tpelastic.adapters.rendezvous.handler import RendezvousHandler
+from tpelastic.adapters.rendezvous.hosting import open_rendezvous_store
+from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
+from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
+from tpelastic.adapters.rendezvous.settings import RendezvousSettings
+from tpelastic.adapters.stores.prefixed import PrefixedStore
+from tpelastic.core.rendezvous import membership
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.liveness import LivenessTracker
+from tpelastic.core.rendezvous.membership import RoundWatch
+from tpelastic.core.rendezvous.ops import JoinSucceeded
+from tpelastic.core.rendezvous.records import (
+    RoundResult,
+    StateCorrupt,
+    decode_closed,
+    decode_counter,
+    decode_reason,
+)
+from tpelastic.core.rendezvous.state import JOIN_REASONS
+
+log = logging.getLogger(__name__)
+
+# How many round results set_closed reads past the published hint to find the forming round.
+# The hint lags the truth by at most the rounds whose closer has not bumped it yet: a handful.
+_MAX_PROBES = 1000
+
+
+def default_node_id() -> str:
+    """``host:pid:random``: unique per process, and readable in logs. No DNS lookup."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+@frozen
+class DynamicRendezvousInfo(RendezvousInfo):
+    """A :class:`RendezvousInfo` plus what the dynamic backend knows about the round.
+
+    Attributes:
+        round: the completed round's number (increases with every re-rendezvous).
+        restart_count: job-wide restarts so far: one per round after a reported worker failure.
+    """
+
+    round: int = field(default=0, kw_only=True)
+    restart_count: int = field(default=0, kw_only=True)
+
+
+class DynamicRendezvousHandler(RendezvousHandler):
+    """Rounds of membership that change as nodes join, leave, fail or die.
+
+    Args:
+        run_id: the job's id (no ``/``); every agent of the job uses the same one.
+        store: the run's store (a backend from :mod:`backends`, or any ``KeyValueStore``).
+            The handler owns it: :meth:`shutdown` closes it.
+        config: node bounds and timeouts (see :class:`RendezvousConfig`).
+        backend_name: what :meth:`get_backend` answers (``tcp``, ``c10d``, ``file``, ...).
+        node_id: this node's id in the run; default :func:`default_node_id`.
+        local_addr: the address others reach this node at; rank 0 publishes it as the
+            workers' ``MASTER_ADDR`` (default: the host name).
+        store_host: the object hosting the store server when this process hosts it (kept so
+            the agent can tell; the server stops when the handler shuts down).
+        clock: monotonic seconds; injected by tests.
+
+    Raises:
+        ValueError: a bad run id.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        store: KeyValueStore,
+        config: RendezvousConfig,
+        *,
+        backend_name: str,
+        node_id: str | None = None,
+        local_addr: str | None = None,
+        store_host: object | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = RendezvousSettings(run_id=run_id, config=config)
+        self.node_id = node_id or default_node_id()
+        self.store_host = store_host
+        self._keys = RunKeys(run_id)
+        self._store = store
+        self._backend_name = backend_name
+        self._local_addr = local_addr
+        self._clock = clock
+        self._keep_alive: KeepAlive | None = None
+        self._keep_alive_started = 0.0
+        self._joined: JoinSucceeded | None = None
+        # Our own sightings of the ring successor's heartbeat counter; reset every round.
+        self._liveness = LivenessTracker()
+        self._closed = False
+        self._shut_down: bool | None = None  # None: running; else shutdown()'s answer
+
+    @classmethod
+    def from_parameters(
+        cls,
+        params: RendezvousParameters,
+        store: KeyValueStore,
+        *,
+        node_id: str | None = None,
+        store_host: object | None = None,
+    ) -> DynamicRendezvousHandler:
+        """A handler for ``params`` over ``store`` (see :meth:`RendezvousSettings.from_parameters`).
+
+        Raises:
+            ValueError: parameters the dynamic backend cannot use, in one line.
+        """
+        settings = RendezvousSettings.from_parameters(params)
+        return cls(
+            settings.run_id,
+            store,
+            settings.config,
+            backend_name=params.backend,
+            node_id=node_id,
+            local_addr=params.local_addr,
+            store_host=store_host,
+        )
+
+    # --- the reference interface ----------------------------------------------------------------
+
+    def get_backend(self) -> str:
+        return self._backend_name
+
+    def get_run_id(self) -> str:
+        return self.settings.run_id
+
+    @property
+    def result(self) -> RoundResult | None:
+        """The last round this node completed, or None before the first."""
+        return self._joined.result if self._joined else None
+
+    def next_rendezvous(self, *, reason: str | None = None) -> DynamicRendezvousInfo:
+        """Join the forming round and block until it completes (at most ``join_timeout``).
+
+        Args:
+            reason: why this node (re)joins: ``first``/``rejoin`` (the default on the first and
+                later calls), ``failure`` (this node's workers failed: one restart is counted),
+                ``scale_up`` (opening the round for waiting nodes) or ``membership`` (a peer
+                left or died). The last three end the current world for every member.
+
+        Raises:
+            RendezvousClosedError: the rendezvous is closed.
+            RendezvousJoinTimeoutError: no round completed within the join timeout.
+            RendezvousTimeoutError: rank 0 did not publish the workers' bootstrap endpoint.
+            RendezvousConnectionError: the store could not be reached.
+            RendezvousStateError: the shared state is unreadable (foreign bytes, newer schema).
+            RendezvousGracefulExitError: this handler was shut down.
+            ValueError: an unknown ``reason``.
+        """
+        self._check_running()
+        previous = self._joined
+        if reason is None:
+            reason = "first" if previous is None else "rejoin"
+        if reason not in JOIN_REASONS:
+            raise ValueError(f"join reason must be one of {sorted(JOIN_REASONS)}, got {reason!r}")
+        self._start_keep_alive()
+        joined = run_join(
+            self._store,
+            self.settings.config,
+            run_id=self.settings.run_id,
+            node=self.node_id,
+            addr=self._local_addr or "",
+            from_round=previous.result.round_no if previous else None,
+            reason=reason,
+            clock=self._clock,
+        )
+        self._joined = joined
+        self._liveness = LivenessTracker()
+        return self._info(joined)
+
+    def is_closed(self) -> bool:
+        """Whether the rendezvous is closed (one store read until it is).
+
+        Raises:
+            RendezvousConnectionError: the store could not be reached.
+            RendezvousStateError: the closed flag holds something that is not ours.
+        """
+        if not self._closed:
+            with self._errors("reading the closed flag"):
+                raw = self._store.get(self._keys.closed())
+                if raw is not None:
+                    decode_closed(raw)  # validate: foreign bytes are an error, not "closed"
+                    self._closed = True
+        return self._closed
+
+    def set_closed(self, outcome: str = "succeeded", reason: str = "") -> None:
+        """Close the rendezvous for every node: no round completes afterwards.
+
+        Idempotent; the first close's outcome and reason stand.
+
+        Raises:
+            RendezvousConnectionError: the store could not be reached.
+            RendezvousStateError: the round results are unreadable.
+        """
+        with self._errors("closing the rendezvous"):
+            forming = self._forming_round()
+            execute_ops(self._store, membership.close_ops(self._keys, forming, outcome, reason))
+        self._closed = True
+
+    def num_nodes_waiting(self) -> int:
+        """How many nodes have arrived at the round after this node's (0 before the first round).
+
+        Raises:
+            RendezvousConnectionError: the store could not be reached.
+            RendezvousStateError: the arrival counter holds something else.
+        """
+        if self._joined is None:
+            return 0
+        key = self._keys.arrivals(self._joined.result.round_no + 1)
+        with self._errors("counting waiting nodes"):
+            return decode_counter(self._store.get(key))
+
+    def shutdown(self) -> bool:
+        """Leave gracefully (the others form a new round without this node; the rendezvous
+        stays open), stop the heartbeat and close the store. Idempotent; never raises.
+
+        Returns:
+            False when the leave could not be written (the peers then find this node dead
+            after the heartbeat timeout instead).
+        """
+        if self._shut_down is not None:
+            return self._shut_down
+        ok = True
+        if self._joined is not None:
+            try:
+                if not self.is_closed():
+                    with self._errors("leaving"):
+                        ops = membership.leave_ops(self._keys, self._joined.result, self.node_id)
+                        execute_ops(self._store, ops)
+            except RendezvousError as error:
+                log.warning("%s", error)
+                ok = False
+        if self._keep_alive is not None:
+            self._keep_alive.stop()
+        self._store.close()
+        self._shut_down = ok
+        return ok
+
+    # --- extensions the agent uses --------------------------------------------------------------
+
+    def watch(self) -> RoundWatch:
+        """One look at the round after this node's: closed? opened? how many wait there?
+
+        Also times the ring successor's heartbeat on this node's clock; when it has not moved
+        for the heartbeat timeout, reports the successor dead, which opens the next round
+        (``next_opened`` is then ``"membership"``). Costs 3-4 store reads.
+
+        Raises:
+            RendezvousError: no round completed yet (call :meth:`next_rendezvous` first).
+            RendezvousConnectionError, RendezvousStateError: as for :meth:`is_closed`.
+        """
+        result = self._require_round("watch")
+        with self._errors("watching the next round"):
+            ops = membership.watch_ops(self._keys, result.round_no)
+            seen = membership.read_watch(execute_ops(self._store, ops))
+            if seen.closed is not None:
+                self._closed = True
+            elif seen.next_opened is None:
+                dead = self._dead_successor(result)
+                if dead is not None:
+                    log.warning(
+                        "round %d: %s missed its heartbeats; reporting it dead",
+                        result.round_no,
+                        dead,
+                    )
+                    ops = membership.report_dead_ops(self._keys, result, dead)
+                    opened = execute_ops(self._store, ops)[-1]
+                    assert isinstance(opened, bytes)
+                    seen = evolve(seen, next_opened=decode_reason(opened))
+        return seen
+
+    def open_next_round(self, reason: str) -> None:
+        """End the current world so every member rejoins (``scale_up``, ``failure``, ...).
+
+        Raises:
+            RendezvousError: no round completed yet.
+            RendezvousConnectionError: the store could not be reached.
+        """
+        result = self._require_round("open_next_round")
+        with self._errors("opening the next round"):
+            execute_ops(self._store, membership.open_next_round_ops(self._keys, result, reason))
+
+    def keep_alive_healthy(self) -> bool:
+        """False once the last heartbeat that landed is ``heartbeat_timeout -
+        heartbeat_interval`` old: peers may soon declare this node dead, so the agent must stop
+        its workers (self-fencing) and not start new ones. True before the first join."""
+        keep_alive = self._keep_alive
+        if keep_alive is None:
+            return True
+        last = keep_alive.last_success
+        since = self._keep_alive_started if last is None else last
+        config = self.settings.config
+        return self._clock() - since < config.heartbeat_timeout - config.heartbeat_interval
+
+    # --- internals ------------------------------------------------------------------------------
+
+    @contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        context = f"run {self.settings.run_id!r}, node {self.node_id!r}: {doing}"
+        try:
+            with store_errors_as_rendezvous_errors(context):
+                yield
+        except StateCorrupt as error:
+            raise RendezvousStateError(f"{context}: {error}") from None
+
+    def _check_running(self) -> None:
+        if self._shut_down is not None:
+            raise RendezvousGracefulExitError(
+                f"run {self.settings.run_id!r}: node {self.node_id!r} has shut down its handler"
+            )
+
+    def _require_round(self, what: str) -> RoundResult:
+        self._check_running()
+        if self._joined is None:
+            raise RendezvousError(f"{what}() needs a completed round: call next_rendezvous() first")
+        return self._joined.result
+
+    def _start_keep_alive(self) -> None:
+        if self._keep_alive is None:
+            self._keep_alive_started = self._clock()
+            self._keep_alive = KeepAlive(
+                self._store,
+                self.settings.config,
+                run_id=self.settings.run_id,
+                node=self.node_id,
+                clock=self._clock,
+            ).start()
+
+    def _info(self, joined: JoinSucceeded) -> DynamicRendezvousInfo:
+        result = joined.result
+        prefix = self._keys.work_prefix(result.round_no)
+        # Rank 0 publishes right after its own join; waiting as long as a follower waits for a
+        # closer bounds the read without tying the node up for the whole join timeout.
+        bootstrap = RendezvousStoreInfo.build(
+            joined.rank,
+            self._store,
+            self._local_addr,
+            key=f"{prefix}/master",
+            timeout=self.settings.config.takeover_delay,
+        )
+        return DynamicRendezvousInfo(
+            self._scoped(prefix),
+            joined.rank,
+            result.world_size,
+            bootstrap,
+            tuple(p.node for p in result.participants),
+            (),
+            round=result.round_no,
+            restart_count=result.restart_count,
+        )
+
+    def _scoped(self, prefix: str) -> KeyValueStore:
+        if isinstance(self._store, StoreRendezvousBackend):
+            return self._store.scoped(prefix)
+        return PrefixedStore(self._store, prefix)
+
+    def _dead_successor(self, result: RoundResult) -> str | None:
+        successor = membership.ring_successor(result, self.node_id)
+        if successor is None:
+            return None
+        beats = decode_counter(self._store.get(self._keys.heartbeat(successor)))
+        now = self._clock()
+        self._liveness = self._liveness.observe(successor, beats, now)
+        if self._liveness.is_dead(successor, now, self.settings.config.heartbeat_timeout):
+            return successor
+        return None
+
+    def _forming_round(self) -> int:
+        # Results exist for every round up to the forming one; the published counter is a
+        # hint that never overshoots, so scan forward from it (and from our own round).
+        start = decode_counter(self._store.get(self._keys.published_rounds()))
+        if self._joined is not None:
+            start = max(start, self._joined.result.round_no + 1)
+        for round_no in range(start, start + _MAX_PROBES):
+            if self._store.get(self._keys.result(round_no)) is None:
+                return round_no
+        raise RendezvousStateError(
+            f"run {self.settings.run_id!r}: no forming round within {_MAX_PROBES} rounds of "
+            f"round {start}"
+        )
+
+
+def _with_file_store(params: RendezvousParameters) -> RendezvousParameters:
+    """The ``file`` backend's parameters: its endpoint is a path, so store_type is ``file``."""
+    given = params.get("store_type")
+    if given is not None and str(given).strip().lower() != "file":
+        raise ValueError(f"the file rendezvous backend cannot use store_type={given!r}")
+    config = {**params.config, "store_type": "file"}
+    return RendezvousParameters(
+        params.backend,
+        params.endpoint,
+        params.run_id,
+        params.min_nodes,
+        params.max_nodes,
+        params.local_addr,
+        **config,
+    )
+
+
+def create_dynamic_handler(params: RendezvousParameters) -> DynamicRendezvousHandler:
+    """The factory of the ``tcp`` (``c10d``, ``p10d``) and ``file`` backends.
+
+    Opens (and, when this agent should, hosts) the store with
+    :func:`~tpelastic.adapters.rendezvous.hosting.open_rendezvous_store`, wraps it as a
+    :class:`P10dRendezvousBackend` (TCPStore) or :class:`TpRendezvousBackend` (FileStore), and
+    returns the handler. Nothing is written to the store until the first join.
+
+    Raises:
+        ValueError: parameters the dynamic backend cannot use.
+        RendezvousConnectionError: the store cannot be opened or hosted.
+    """
+    if params.backend == "file":
+        params = _with_file_store(params)
+    RendezvousSettings.from_parameters(params)  # bad config fails before a port is bound
+    opened = open_rendezvous_store(params)
+    backend_type = P10dRendezvousBackend if params.store_type == "tcp" else TpRendezvousBackend
+    backend = backend_type(opened.store)
+    try:
+        return DynamicRendezvousHandler.from_parameters(
+            params, backend, store_host=opened if opened.is_host else None
+        )
+    except BaseException:
+        backend.close()
+        raise
+
+
+__all__ = [
+    "DynamicRendezvousHandler",
+    "DynamicRendezvousInfo",
+    "create_dynamic_handler",
+    "default_node_id",
+]
