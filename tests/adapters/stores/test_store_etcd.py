@@ -135,7 +135,8 @@ def test_endpoints_parse_and_bad_ones_are_named() -> None:
     [
         ({"endpoints": []}, "at least one endpoint"),
         ({"endpoints": [("h", 0)]}, "not a host and a port"),
-        ({"timeout": 0}, "timeout must be > 0"),
+        ({"timeout": 0}, "timeouts must be > 0"),
+        ({"attempt_timeout": -1.0}, "timeouts must be > 0"),
         ({"cert": "c.pem"}, "both cert and key"),
         ({"user": "root"}, "both user and password"),
     ],
