@@ -11,10 +11,12 @@ import sys
 from collections.abc import Sequence
 
 from tpelastic.cli import demo, spec
+from tpelastic.cli import sim as sim_command
 from tpelastic.cli import store as store_command
 from tpelastic.cli.errors import UsageError, exit_with
 
 SUBCOMMANDS = {"demo": demo, "spec": spec, "store": store_command}
+SUBCOMMANDS["sim"] = sim_command
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -119,6 +119,11 @@ class Cluster:
     store_up: bool = True
     # round -> [first instant a node trained in it, last such instant, how many nodes]
     round_times: dict[int, list[float]] = field(factory=dict)
+    round_results: dict[int, RoundResult] = field(factory=dict)
+    # Virtual seconds, after the first full world formed, during which no full world trained.
+    lost: float = 0.0
+    _lost_since: float | None = field(default=None, alias="_lost_since")
+    _formed: bool = field(default=False, alias="_formed")
     queue: EventQueue = field(factory=EventQueue)
     _training: dict[int, int] = field(factory=dict, alias="_training")
 
@@ -252,7 +257,9 @@ class Cluster:
         self.queue.run_until(self.now + seconds, self._limit())
 
     def _settle(self) -> None:
-        self.queue.run_until(self.now, self._limit())
+        # Called from inside the queue (a scheduled fault), the running loop settles it instead.
+        if not self.queue.running:
+            self.queue.run_until(self.now, self._limit())
 
     def _limit(self) -> int:
         return MAX_STEPS_WITHOUT_WAITING + 200 * len(self.nodes)
@@ -518,6 +525,7 @@ class Cluster:
 
     def _complete(self, node: SimNode, done: JoinSucceeded) -> None:
         result = done.result
+        self.round_results[result.round_no] = result
         self._set_status(node, Status.TRAINING, result)
         node.last_round = result.round_no
         node.completed_rounds.append(result.round_no)
@@ -550,6 +558,25 @@ class Cluster:
             if len(self._training) > 1:
                 rounds = sorted(self._training)
                 self.overlaps.append(f"{self.now:.2f}: rounds {rounds} train side by side")
+        self._account_health()
+
+    def _account_health(self) -> None:
+        full = False
+        if len(self._training) == 1:
+            round_no, count = next(iter(self._training.items()))
+            full = count == self.round_results[round_no].world_size
+        if full:
+            self._formed = True
+            if self._lost_since is not None:
+                self.lost += self.now - self._lost_since
+                self._lost_since = None
+        elif self._formed and self._lost_since is None:
+            self._lost_since = self.now
+
+    def time_lost(self) -> float:
+        """Virtual seconds so far, after the first world formed, without a full world training."""
+        open_gap = self.now - self._lost_since if self._lost_since is not None else 0.0
+        return self.lost + open_gap
 
     def _note(self, node: SimNode | None, name: str, text: str, /, **fields: object) -> None:
         if not self.detail and node is not None and name.startswith("rendezvous.join"):

@@ -24,6 +24,7 @@ class EventQueue:
     _heap: list[tuple[float, int, Callable[[], None]]] = field(factory=list, alias="_heap")
     _seq: int = field(default=0, alias="_seq")
     processed: int = 0
+    running: bool = False
 
     def schedule(self, at: float, action: Callable[[], None]) -> None:
         """Run ``action`` at virtual instant ``at`` (never earlier than now)."""
@@ -41,13 +42,19 @@ class EventQueue:
                 which only a loop in the simulated machines can cause.
         """
         at_once = 0
-        while self._heap and self._heap[0][0] <= end:
-            at, _, action = heapq.heappop(self._heap)
-            if at > self.now:
-                self.now, at_once = at, 0
-            at_once += 1
-            if at_once > limit_per_instant:
-                raise SimulationStuck(f"actions keep running at t={self.now} without time moving")
-            self.processed += 1
-            action()
+        self.running = True
+        try:
+            while self._heap and self._heap[0][0] <= end:
+                at, _, action = heapq.heappop(self._heap)
+                if at > self.now:
+                    self.now, at_once = at, 0
+                at_once += 1
+                if at_once > limit_per_instant:
+                    raise SimulationStuck(
+                        f"actions keep running at t={self.now} without time moving"
+                    )
+                self.processed += 1
+                action()
+        finally:
+            self.running = False
         self.now = max(self.now, end)
