@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -38,12 +39,45 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-class EtcdCluster:
-    """``size`` etcd members on 127.0.0.1; members are numbered 0..size-1."""
+OPENSSL = shutil.which("openssl")
 
-    def __init__(self, size: int = 1) -> None:
+
+def make_tls_files(where: Path) -> dict[str, str]:
+    """A throwaway CA and one certificate for 127.0.0.1, good for server and client auth.
+
+    Returns paths: ``ca``, ``cert``, ``key``. Needs the ``openssl`` command.
+    """
+    assert OPENSSL is not None, "openssl is not installed"
+    where.mkdir(parents=True, exist_ok=True)
+    new_key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    def run(*args: str) -> None:
+        subprocess.run([OPENSSL, *args], cwd=where, check=True, capture_output=True, timeout=30)
+
+    run("req", "-x509", *new_key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+        "-subj", "/CN=tpelastic-test-ca")  # fmt: skip
+    run("req", *new_key, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=127.0.0.1")
+    (where / "ext.cnf").write_text(
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n"
+    )
+    run("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "node.pem", "-days", "1", "-extfile", "ext.cnf")  # fmt: skip
+    return {name: str(where / file) for name, file in
+            (("ca", "ca.pem"), ("cert", "node.pem"), ("key", "node.key"))}  # fmt: skip
+
+
+class EtcdCluster:
+    """``size`` etcd members on 127.0.0.1; members are numbered 0..size-1.
+
+    With ``tls=True`` clients must speak https with a client certificate signed by a test CA
+    (``self.tls`` holds the paths); peers still talk plain http among themselves.
+    """
+
+    def __init__(self, size: int = 1, *, tls: bool = False) -> None:
         shm = Path("/dev/shm")
         self.dir = Path(tempfile.mkdtemp(prefix="tpe-etcd-", dir=shm if shm.is_dir() else None))
+        self.tls = make_tls_files(self.dir / "tls") if tls else None
+        self.scheme = "https" if tls else "http"
         ports = free_ports(2 * size)
         self.client_ports = ports[:size]
         self.peer_ports = ports[size:]
@@ -59,11 +93,20 @@ class EtcdCluster:
         return [("127.0.0.1", port) for port in self.client_ports]
 
     def _command(self, index: int) -> list[str]:
-        client = f"http://127.0.0.1:{self.client_ports[index]}"
+        client = f"{self.scheme}://127.0.0.1:{self.client_ports[index]}"
         peer = f"http://127.0.0.1:{self.peer_ports[index]}"
         assert ETCD is not None, SKIP_REASON
+        tls = []
+        if self.tls is not None:
+            tls = [
+                f"--cert-file={self.tls['cert']}",
+                f"--key-file={self.tls['key']}",
+                f"--trusted-ca-file={self.tls['ca']}",
+                "--client-cert-auth",
+            ]
         return [
             ETCD,
+            *tls,
             f"--name={self.names[index]}",
             f"--data-dir={self.dir / self.names[index]}",
             f"--listen-client-urls={client}",
@@ -93,9 +136,13 @@ class EtcdCluster:
             self.wait_healthy(index, deadline)
 
     def _get_json(self, index: int, path: str, body: object = None) -> dict[str, object]:
-        url = f"http://127.0.0.1:{self.client_ports[index]}{path}"
+        url = f"{self.scheme}://127.0.0.1:{self.client_ports[index]}{path}"
         data = None if body is None else json.dumps(body).encode()
-        with urllib.request.urlopen(url, data=data, timeout=1.0) as response:
+        context = None
+        if self.tls is not None:
+            context = ssl.create_default_context(cafile=self.tls["ca"])
+            context.load_cert_chain(self.tls["cert"], self.tls["key"])
+        with urllib.request.urlopen(url, data=data, timeout=1.0, context=context) as response:
             parsed: dict[str, object] = json.loads(response.read())
             return parsed
 
@@ -159,9 +206,9 @@ class EtcdCluster:
 
 
 @contextmanager
-def etcd_cluster(size: int = 1) -> Iterator[EtcdCluster]:
+def etcd_cluster(size: int = 1, *, tls: bool = False) -> Iterator[EtcdCluster]:
     """A started cluster of ``size`` members, stopped and removed on exit."""
-    cluster = EtcdCluster(size)
+    cluster = EtcdCluster(size, tls=tls)
     try:
         cluster.start()
         yield cluster

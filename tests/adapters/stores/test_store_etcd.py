@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from etcd_fixtures import ETCD, SKIP_REASON, EtcdCluster, etcd_cluster, free_ports
+from etcd_fixtures import ETCD, OPENSSL, SKIP_REASON, EtcdCluster, etcd_cluster, free_ports
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -219,3 +219,54 @@ def test_close_wakes_a_waiter_promptly(etcd: EtcdCluster) -> None:
     thread.join(5)
     assert isinstance(outcome.get("error"), StoreUnavailable), outcome
     assert time.monotonic() - started < 1.5
+
+
+def _enable_auth(cluster: EtcdCluster, password: str) -> None:
+    for path, body in (
+        ("/v3/auth/user/add", {"name": "root", "password": password}),
+        ("/v3/auth/role/add", {"name": "root"}),
+        ("/v3/auth/user/grant", {"user": "root", "role": "root"}),
+        ("/v3/auth/enable", {}),
+    ):
+        cluster._get_json(0, path, body)
+
+
+@needs_etcd
+def test_user_and_password_authenticate_and_bad_ones_are_one_clear_error() -> None:
+    with etcd_cluster(1) as cluster:
+        _enable_auth(cluster, "s3cret")
+        factory = lambda: EtcdStore(  # noqa: E731
+            cluster.endpoints, user="root", password="s3cret", timeout=5
+        )
+        contract.check_add_counts(factory)
+        contract.check_wait_for_wakes(factory)
+        for kwargs, problem in (
+            ({}, "user name is empty"),
+            ({"user": "root", "password": "wrong"}, "authentication failed"),
+        ):
+            store = EtcdStore(cluster.endpoints, timeout=3, **kwargs)  # type: ignore[arg-type]
+            try:
+                with pytest.raises(StoreUnavailable, match=f"refused .*{problem}"):
+                    store.get("k")
+            finally:
+                store.close()
+
+
+@needs_etcd
+@pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed")
+def test_tls_with_a_client_certificate() -> None:
+    with etcd_cluster(1, tls=True) as cluster:
+        assert cluster.tls is not None
+        files = cluster.tls
+        factory = lambda: EtcdStore(  # noqa: E731
+            cluster.endpoints, ca_cert=files["ca"], cert=files["cert"], key=files["key"]
+        )
+        contract.check_compare_and_set(factory)
+        contract.check_wait_for_wakes(factory)
+        # Without a client certificate the member refuses the handshake: unavailable, bounded.
+        plain = EtcdStore(cluster.endpoints, ca_cert=files["ca"], timeout=1.0)
+        try:
+            with pytest.raises(StoreUnavailable, match="unreachable within 1 s"):
+                plain.get("k")
+        finally:
+            plain.close()

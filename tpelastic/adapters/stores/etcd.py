@@ -146,6 +146,9 @@ class EtcdStore:
         self._root = prefix.rstrip("/")
         self._marker_root = f"{self._root}/op/{uuid.uuid4().hex}/"
         self._auth = (user, password) if user is not None else None
+        # Given per request: requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE in the environment
+        # override a session's own CA file, which would make TLS fail on hosts that set them.
+        self._verify: str | bool = ca_cert if ca_cert is not None else True
         self._timeout = float(timeout)
         self._attempt_timeout = float(attempt_timeout)
         self._current = 0
@@ -164,9 +167,11 @@ class EtcdStore:
         client = self._clients[index]
         timeouts = (min(_CONNECT_TIMEOUT, left), min(self._attempt_timeout, left))
         try:
-            response = client.session.post(client.get_url(path), json=body, timeout=timeouts)
+            response = client.session.post(
+                client.get_url(path), json=body, timeout=timeouts, verify=self._verify
+            )
         except requests.RequestException as error:
-            raise _Retry(f"{type(error).__name__}") from None
+            raise _Retry(_short(error)) from None
         if response.status_code == 401 and self._auth is not None and path != "/auth/authenticate":
             self._authenticate(index, left)
             raise _Retry("auth token refreshed")
@@ -359,7 +364,11 @@ class EtcdStore:
         client = self._clients[index]
         try:
             response = client.session.post(
-                client.get_url("/watch"), json=body, stream=True, timeout=(_CONNECT_TIMEOUT, budget)
+                client.get_url("/watch"),
+                json=body,
+                stream=True,
+                timeout=(_CONNECT_TIMEOUT, budget),
+                verify=self._verify,
             )
         except requests.RequestException:
             self._rotate(index)
@@ -416,6 +425,14 @@ def _interrupt(response: Any) -> None:
     except (OSError, ValueError, AttributeError):
         pass  # already closed
     response.close()
+
+
+def _short(error: Exception) -> str:
+    """The innermost reason of a requests error, e.g. "Connection refused", on one line."""
+    text = " ".join(str(error).split())
+    if "(Caused by " in text:  # urllib3 wraps the socket's reason in two layers of repr
+        text = text.rsplit("(Caused by ", 1)[1].rsplit(": ", 1)[-1].strip("')\" ")
+    return f"{type(error).__name__}: {text[-160:]}"
 
 
 def _gateway_message(response: Any) -> str:
