@@ -3,6 +3,7 @@ MemoryStore for the cases that only need a store), the factory, settings and err
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -78,7 +79,7 @@ def _all(calls: list[Callable[[], Any]], timeout: float = 20.0) -> list[Any]:
 
 
 def _join_all(handlers: list[DynamicRendezvousHandler], **kw: Any) -> list[DynamicRendezvousInfo]:
-    return _all([lambda h=h: h.next_rendezvous(**kw) for h in handlers])
+    return _all([functools.partial(h.next_rendezvous, **kw) for h in handlers])
 
 
 def _shutdown(handlers: list[DynamicRendezvousHandler]) -> None:
@@ -357,7 +358,7 @@ def test_create_handler_hosts_the_store_when_the_endpoint_is_local() -> None:
 
 def test_file_backend_two_handlers_share_one_file(tmp_path: Path) -> None:
     path = str(tmp_path / "rdzv" / "store")
-    conf = {"last_call_timeout": 0.3, "keep_alive_interval": 0.2}
+    conf: dict[str, Any] = {"last_call_timeout": 0.3, "keep_alive_interval": 0.2}
     handlers = [
         create_handler(RendezvousParameters("file", path, "files", 2, 2, **conf)) for _ in range(2)
     ]
