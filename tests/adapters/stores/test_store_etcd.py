@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from etcd_fixtures import ETCD, OPENSSL, SKIP_REASON, EtcdCluster, etcd_cluster, free_ports
@@ -20,7 +21,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.stores.errors import StoreUnavailable
-from tpelastic.adapters.stores.etcd import EtcdStore, parse_endpoints
+from tpelastic.adapters.stores.etcd import EtcdStore, _Retry, parse_endpoints
 from tpelastic.testing import store_contract as contract
 
 needs_etcd = pytest.mark.skipif(ETCD is None, reason=SKIP_REASON)
@@ -270,3 +271,41 @@ def test_tls_with_a_client_certificate() -> None:
                 plain.get("k")
         finally:
             plain.close()
+
+
+class _LosesAnswers(EtcdStore):
+    """An EtcdStore whose next conditional write reaches etcd and lands, but whose answer is
+    lost on the way back, as when the member dies right after committing. The fault is
+    injected at our own request boundary because a real member cannot be killed at exactly
+    that instant; etcd itself is real."""
+
+    lose_next_write = False
+
+    def _post(self, index: int, path: str, body: dict[str, Any], left: float) -> Any:
+        reply = super()._post(index, path, body, left)
+        if self.lose_next_write and path == "/kv/txn" and body["compare"]:
+            self.lose_next_write = False
+            raise _Retry("answer lost after commit")
+        return reply
+
+
+@needs_etcd
+def test_a_conditional_write_whose_answer_is_lost_is_applied_exactly_once(
+    etcd: EtcdCluster,
+) -> None:
+    store = _LosesAnswers(etcd.endpoints, prefix=f"/test/{next(_prefixes)}", timeout=5)
+    try:
+        for call, expected in (
+            (lambda: store.add("n", 5), 5),
+            (lambda: store.add("n", 2), 7),
+            (lambda: store.set_if_absent("s", b"mine"), (True, b"mine")),
+            (lambda: store.compare_and_set("s", b"mine", b"next"), (True, b"next")),
+            (lambda: store.compare_and_set("new", None, b""), (True, b"")),
+        ):
+            store.lose_next_write = True
+            assert call() == expected
+            assert not store.lose_next_write  # the fault did fire
+        assert store.get("n") == b"7"
+        assert store.get("s") == b"next"
+    finally:
+        store.close()

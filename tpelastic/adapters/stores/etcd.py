@@ -181,7 +181,10 @@ class EtcdStore:
             raise StoreUnavailable(
                 f"etcd at {self._names[index]} refused {path}: {_gateway_message(response)}"
             )
-        return response.json()
+        try:
+            return response.json()
+        except ValueError:  # a proxy's page, or not an etcd gateway at all
+            raise _Retry(f"HTTP 200 without JSON from {path}") from None
 
     def _authenticate(self, index: int, left: float) -> None:
         assert self._auth is not None
