@@ -1,8 +1,17 @@
 """The launcher: LaunchConfig, elastic_launch, launch_agent.
 
 This module is the public import path for these names; they are defined under
-``tpelastic.core`` and ``tpelastic.adapters`` and re-exported here. Names not yet listed in
-``__all__`` arrive with the agent and launcher issue.
+``tpelastic.adapters.launcher`` and re-exported here. See docs/launcher.md.
 """
 
-__all__: list[str] = []
+from tpelastic.adapters.launcher.config import ConfigError, LaunchConfig
+from tpelastic.adapters.launcher.launch import LaunchError, elastic_launch, launch_agent, run_agent
+
+__all__ = [
+    "ConfigError",
+    "LaunchConfig",
+    "LaunchError",
+    "elastic_launch",
+    "launch_agent",
+    "run_agent",
+]

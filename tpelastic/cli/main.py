@@ -11,12 +11,14 @@ import sys
 from collections.abc import Sequence
 
 from tpelastic.cli import demo, spec
+from tpelastic.cli import run as run_command
 from tpelastic.cli import sim as sim_command
 from tpelastic.cli import store as store_command
 from tpelastic.cli.errors import UsageError, exit_with
 
 SUBCOMMANDS = {"demo": demo, "spec": spec, "store": store_command}
 SUBCOMMANDS["sim"] = sim_command
+SUBCOMMANDS["run"] = run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if run_command.handles(argv):  # ``run`` parses its own argv: script args pass untouched
+        return run_command.main(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -1,0 +1,382 @@
+"""SimpleElasticAgent: the run loop. It observes and carries out; the core's agent table decides.
+
+Each pass takes one observation (a queued outcome of the last effect, else a look at the
+workers and the rendezvous), feeds it to ``tpelastic.core.agent.step`` and carries out the
+returned effects in the order given (StopWorkers before any join: see specs/agent.md). Blocking
+effects (joining a round, the exit barrier) turn their outcome into the next observation.
+
+Worker exits are seen the moment they happen (``PContext.wait`` wakes on an exit); membership is
+looked at every ``monitor_interval`` seconds while workers run.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from tpelastic.adapters.agent import report
+from tpelastic.adapters.agent.env import worker_envs
+from tpelastic.adapters.agent.membership import Membership, wait_counter
+from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
+from tpelastic.adapters.rendezvous import errors as rz
+from tpelastic.adapters.sinks.events import EventSource, event_from_emit, record
+from tpelastic.adapters.sinks.metrics import AgentMetric, put_metric
+from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
+from tpelastic.adapters.workers.signals import (
+    SignalException,
+    SignalPolicy,
+    install_signal_policy,
+)
+from tpelastic.core import agent as core
+from tpelastic.core.agent.events import RendezvousFailureKind
+from tpelastic.core.agent.states import TERMINAL
+from tpelastic.core.values import Emit, Rejected
+from tpelastic.core.worker import WorkerState
+from tpelastic.core.worker_group import WorkerGroup, make_group
+
+log = report.log
+_DEPART_WAIT = 10.0  # how long a finished node keeps the store up for peers still closing
+# A look at the rendezvous costs a few store reads; worker exits need no look (they wake us).
+_LOOK_EVERY = 0.25
+
+
+class ElasticAgent(abc.ABC):
+    """One agent per node and role: forms the world, runs the workers, follows changes."""
+
+    @abc.abstractmethod
+    def run(self, role: str = "default") -> RunResult:
+        """Run the job to its end on this node.
+
+        Returns:
+            How it ended; ``exit_code`` follows docs/launcher.md. Never raises for worker or
+            rendezvous failures (those are results); raises ``WorkerStartError`` for an
+            entrypoint that cannot be started at all.
+        """
+
+    @abc.abstractmethod
+    def get_worker_group(self, role: str = "default") -> WorkerGroup | None:
+        """The current attempt's workers (ranks, phase), or None before the first round."""
+
+
+class SimpleElasticAgent(ElasticAgent):
+    """The run loop over a rendezvous handler; subclasses start, wait for and stop workers."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self._spec = spec
+        self._config = core.AgentConfig(
+            max_restarts=spec.max_restarts,
+            min_nodes=spec.min_nodes,
+            max_nodes=spec.max_nodes,
+            local_world_size=spec.local_world_size,
+            role=spec.role,
+        )
+        self._state = core.initial_state(self._config)
+        self._membership = Membership(
+            spec.rdzv_handler,
+            master_addr=spec.master_addr,
+            master_port=spec.master_port,
+            local_addr=spec.local_addr,
+        )
+        self._queue: deque[Any] = deque()
+        self._join_reason: str | None = None
+        self._group: WorkerGroup | None = None
+        self._return_values: dict[int, Any] = {}
+        self._failures: dict[int, ProcessFailure] = {}
+        self._look_errors = 0
+        self._next_look = 0.0
+
+    # -- what subclasses provide ----------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _start_workers(self, envs: dict[int, dict[str, str]], attempt: str) -> None:
+        """Start one worker per entry of ``envs`` (local rank -> added environment)."""
+
+    @abc.abstractmethod
+    def _stop_workers(self, reason: str) -> None:
+        """Stop every running worker (idempotent; no-op when none run)."""
+
+    @abc.abstractmethod
+    def _wait_workers(self, timeout: float) -> RunProcsResult | None:
+        """None while all run (up to ``timeout`` s), else the attempt's result."""
+
+    def _current_context(self) -> Any | None:
+        """The running worker context, for forwarding signals (None when there is none)."""
+        return None
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> core.AgentState:
+        """The agent machine's current state."""
+        return self._state
+
+    def get_worker_group(self, role: str = "default") -> WorkerGroup | None:
+        return self._group
+
+    def run(self, role: str = "default") -> RunResult:
+        restore: Callable[[], None] | None = None
+        if threading.current_thread() is threading.main_thread():
+            restore = install_signal_policy(SignalPolicy(), self._current_context)
+        try:
+            self._loop()
+        finally:
+            try:
+                self._stop_workers("agent exiting")
+                if self._state.phase is core.AgentPhase.SUCCEEDED:
+                    self._depart()
+            finally:
+                self._membership.leave()
+                if restore is not None:
+                    restore()
+        return self._result()
+
+    def _loop(self) -> None:
+        self._queue.append(core.AgentStarted(now=time.monotonic()))
+        while self._state.phase not in TERMINAL:
+            try:
+                event = self._queue.popleft() if self._queue else self._observe()
+                if event is not None:
+                    self._feed(event)
+            except SignalException as stop:
+                self._queue.clear()
+                self._feed(core.SignalReceived(now=time.monotonic(), signum=int(stop.sigval)))
+
+    def _feed(self, event: Any) -> None:
+        result = core.step(self._state, event, self._config)
+        self._state = result.state
+        for effect in result.effects:
+            self._execute(effect)
+
+    def _result(self) -> RunResult:
+        state = self._state
+        ok = state.phase is core.AgentPhase.SUCCEEDED
+        return RunResult(
+            state=WorkerState.SUCCEEDED if ok else WorkerState.FAILED,
+            exit_code=state.exit_code if state.exit_code is not None else core.EXIT_WORKERS_FAILED,
+            reason="" if ok else (state.last_failure or ""),
+            return_values=dict(self._return_values),
+            failures=dict(self._failures),
+            restart_count=state.restart_count,
+            round=state.round,
+        )
+
+    # -- observing ----------------------------------------------------------------------------
+
+    def _observe(self) -> Any | None:
+        if self._state.phase is not core.AgentPhase.RUNNING:
+            # Joining and the exit barrier are carried out synchronously and queue their outcome.
+            raise RuntimeError(f"agent: nothing to observe in {self._state.phase.name}")
+        result = self._wait_workers(self._spec.monitor_interval)
+        now = time.monotonic()
+        if result is not None:
+            return self._workers_ended(result, now)
+        if not self._membership.healthy():
+            reason = "keep-alive lost: this node stopped its workers (self-fencing)"
+            return core.RendezvousFailed(now=now, reason=reason, kind="connection")
+        if now < self._next_look:
+            return None
+        self._next_look = now + max(self._spec.monitor_interval, _LOOK_EVERY)
+        return self._look(now, running=True)
+
+    def _workers_ended(self, result: RunProcsResult, now: float) -> Any:
+        joined = self._membership.joined
+        assert joined is not None
+        rank, size = joined.facts.group_rank, self._spec.local_world_size
+        if not result.is_failed():
+            self._return_values = {rank * size + lr: v for lr, v in result.return_values.items()}
+            return core.WorkersSucceeded(now=now)
+        self._failures = report.by_global_rank(
+            result.failures, group_rank=rank, local_world_size=size
+        )
+        failures = report.to_worker_failures(
+            result.failures, group_rank=rank, local_world_size=size, now=now
+        )
+        for failure in failures:
+            put_metric(f"{AgentMetric.FAILURES_PREFIX}exit", 1)
+            log.warning("worker rank %d failed: %s", failure.global_rank, failure.reason)
+        return core.WorkersFailed(now=now, failures=failures)
+
+    def _look(self, now: float, *, running: bool) -> Any | None:
+        try:
+            seen = self._membership.look()
+        except rz.RendezvousError as error:
+            # One lost look is noise (a busy store); three in a row is a lost rendezvous.
+            self._look_errors += 1
+            if self._look_errors < 3:
+                return None
+            return core.RendezvousFailed(now=now, reason=str(error), kind="connection")
+        self._look_errors = 0
+        if seen.closed is not None:
+            outcome, why = seen.closed
+            closed = outcome if outcome in ("succeeded", "failed") else "failed"
+            return core.RendezvousClosed(now=now, outcome=closed, reason=why)  # type: ignore[arg-type]
+        if seen.next_opened is not None:
+            self._join_reason = None
+            return core.NextRoundOpened(
+                now=now, round=self._state.round + 1, reason=seen.next_opened
+            )
+        if running and seen.waiting > 0:
+            return core.NodesWaiting(now=now, count=seen.waiting)
+        return None
+
+    # -- carrying out effects -------------------------------------------------------------------
+
+    def _execute(self, effect: object) -> None:
+        handler = getattr(self, f"_do_{type(effect).__name__}", None)
+        if handler is None:
+            raise TypeError(f"agent: no way to carry out {effect!r}")
+        handler(effect)
+
+    # Effect handlers are named _do_<EffectType> so _execute can find them.
+    def _do_Emit(self, effect: Emit) -> None:
+        record(event_from_emit(effect, EventSource.AGENT, time.time()), self._spec.events)
+        if effect.name == "agent.warning":
+            log.warning("%s", effect.as_dict().get("reason"))
+
+    def _do_Rejected(self, effect: Rejected) -> None:
+        log.debug("agent ignored %s in %s: %s", effect.event, effect.phase, effect.reason)
+
+    def _do_JoinRendezvous(self, effect: core.JoinRendezvous) -> None:
+        reason, self._join_reason = self._join_reason, None
+        started = time.monotonic()
+        try:
+            joined = self._membership.join(failure=effect.failure, reason=reason)
+        except rz.RendezvousClosedError as error:
+            self._queue.append(self._closed_while_joining(str(error)))
+            return
+        except rz.RendezvousError as error:
+            timed_out = isinstance(error, rz.RendezvousTimeoutError)
+            kind: RendezvousFailureKind = "timeout" if timed_out else "connection"
+            now = time.monotonic()
+            self._queue.append(core.RendezvousFailed(now=now, reason=str(error), kind=kind))
+            return
+        facts = joined.facts
+        put_metric(AgentMetric.RDZV_DURATION_S, time.monotonic() - started)
+        put_metric(AgentMetric.RDZV_ROUND, facts.round)
+        put_metric(AgentMetric.RESTARTS_USED, facts.restart_count)
+        put_metric(AgentMetric.RESTARTS_LEFT, max(0, self._spec.max_restarts - facts.restart_count))
+        self._queue.append(
+            core.RoundCompleted(
+                now=time.monotonic(),
+                round=facts.round,
+                group_rank=facts.group_rank,
+                group_world_size=facts.group_world_size,
+                restart_count=facts.restart_count,
+            )
+        )
+
+    def _closed_while_joining(self, why: str) -> Any:
+        now = time.monotonic()
+        try:
+            seen = self._membership.look()
+        except Exception:  # the store may be gone with the job: report the close as a failure
+            seen = None
+        if seen is not None and seen.closed is not None:
+            outcome, reason = seen.closed
+            if outcome in ("succeeded", "failed"):
+                return core.RendezvousClosed(now=now, outcome=outcome, reason=reason)  # type: ignore[arg-type]
+        return core.RendezvousFailed(now=now, reason=why, kind="closed")
+
+    def _do_StartWorkers(self, effect: core.StartWorkers) -> None:
+        joined = self._membership.joined
+        assert joined is not None
+        spec = self._spec
+        envs = worker_envs(
+            role=spec.role,
+            local_world_size=spec.local_world_size,
+            facts=joined.facts,
+            max_restarts=spec.max_restarts,
+            run_id=spec.rdzv_handler.get_run_id(),
+        )
+        self._group = make_group(
+            role=spec.role,
+            local_world_size=spec.local_world_size,
+            round=effect.round,
+            restart_count=effect.restart_count,
+            group_rank=effect.group_rank,
+            group_world_size=effect.group_world_size,
+        )
+        self._failures = {}
+        log.info(
+            "round %d: node %d of %d, restart %d/%d, starting %d worker(s), master %s:%d",
+            effect.round,
+            effect.group_rank,
+            effect.group_world_size,
+            effect.restart_count,
+            spec.max_restarts,
+            spec.local_world_size,
+            joined.facts.master_addr,
+            joined.facts.master_port,
+        )
+        self._start_workers(envs, attempt=f"r{effect.round}")
+
+    def _do_StopWorkers(self, effect: core.StopWorkers) -> None:
+        log.info("stopping workers: %s", effect.reason)
+        self._stop_workers(effect.reason)
+
+    def _do_OpenNextRound(self, effect: core.OpenNextRound) -> None:
+        try:
+            self._membership.open_next_round(effect.reason)
+        except rz.RendezvousError as error:
+            log.warning("could not open the next round: %s", error)
+        self._join_reason = effect.reason
+
+    def _do_EnterExitBarrier(self, effect: core.EnterExitBarrier) -> None:
+        self._queue.append(self._exit_barrier(effect.round))
+
+    def _exit_barrier(self, round_no: int) -> Any:
+        joined = self._membership.joined
+        assert joined is not None
+        store, world = joined.store, joined.facts.group_world_size
+        key = f"agent/exit/{round_no}/arrived"
+        deadline = time.monotonic() + self._spec.exit_barrier_timeout
+        poll = min(self._spec.monitor_interval, 0.05)
+        try:
+            store.add(key, 1)
+            while not wait_counter(store, key, world, time.monotonic(), poll):
+                now = time.monotonic()
+                seen = self._look(now, running=False)
+                if seen is not None:
+                    return seen
+                if now >= deadline:
+                    return core.ExitBarrierTimedOut(now=now)
+                time.sleep(poll)
+        except Exception as error:  # the store went away under us: our workers did succeed
+            now = time.monotonic()
+            return core.RendezvousFailed(now=now, reason=str(error), kind="connection")
+        return core.ExitBarrierPassed(now=time.monotonic())
+
+    def _do_CloseRendezvous(self, effect: core.CloseRendezvous) -> None:
+        try:
+            self._membership.close(effect.outcome, effect.reason)
+        except Exception as error:  # closing is best effort: a peer may have closed already
+            log.warning("could not close the rendezvous: %s", error)
+
+    def _depart(self) -> None:
+        """Say this node is done; the store's host stays up until every peer has said so."""
+        joined = self._membership.joined
+        if joined is None:
+            return
+        key = f"agent/exit/{joined.facts.round}/departed"
+        try:
+            joined.store.add(key, 1)
+            if not self._membership.hosts_store:
+                return
+            deadline = time.monotonic() + min(_DEPART_WAIT, self._spec.exit_barrier_timeout)
+            wait_counter(joined.store, key, joined.facts.group_world_size, deadline, 0.02)
+        except Exception:  # a peer that hosted the store is gone: nothing left to wait for
+            pass
+
+    def _do_LeaveRendezvous(self, effect: core.LeaveRendezvous) -> None:
+        self._membership.leave()
+
+    def _do_ReportFailure(self, effect: core.ReportFailure) -> None:
+        name = self._spec.get_entrypoint_name()
+        report.print_failure(name, effect.reason, effect.exit_code, self._failures)
+
+
+__all__ = ["ElasticAgent", "SimpleElasticAgent"]

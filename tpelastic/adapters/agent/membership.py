@@ -1,0 +1,242 @@
+"""Membership: one agent's view of the rendezvous, as the rounds and signals the agent consumes.
+
+Two kinds of handler are bridged:
+
+* a **round-aware** handler (the dynamic one: it has ``watch``): rounds, the job-wide restart
+  count and the bootstrap endpoint come from the handler; ``watch`` reports a close, the next
+  round opening and nodes waiting.
+* any other handler (``static``, third-party): membership is fixed, so rounds are *attempts*
+  counted here. Every attempt is announced under ``agent/attempt/<n>`` in the run's store with
+  its restart count (the first writer wins, so all nodes agree), and rank 0 publishes a fresh
+  bootstrap endpoint under ``agent/<n>/master``. A node restarting its workers thereby fences
+  the others out of the old attempt, as a new round does with the dynamic handler.
+
+Either way each attempt gets a clean namespace: a fresh port for the workers' own store, and
+keys under the attempt's number.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from attrs import frozen
+
+from tpelastic.adapters.agent.env import RoundFacts
+from tpelastic.adapters.rendezvous.errors import (
+    RendezvousConnectionError,
+    RendezvousStateError,
+    store_errors_as_rendezvous_errors,
+)
+from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
+
+
+@frozen(kw_only=True)
+class Joined:
+    """A completed round (or attempt) this node is part of."""
+
+    facts: RoundFacts
+    store: Any  # the round's KeyValueStore: the exit barrier lives there
+
+
+@frozen(kw_only=True)
+class Look:
+    """One look at what happened beyond the current round."""
+
+    closed: tuple[str, str] | None = None  # (outcome, reason) once the job is over
+    next_opened: str | None = None  # why a newer round opened
+    waiting: int = 0  # nodes waiting to join
+
+
+class Membership:
+    """Join rounds, watch for changes, close or leave, over one rendezvous handler.
+
+    Args:
+        handler: the rendezvous handler.
+        master_addr, master_port: the user's fixed bootstrap endpoint, honoured exactly when
+            both are given; otherwise rank 0 publishes a fresh free port each round.
+        local_addr: the address rank 0 publishes (default: the handler's choice).
+        bootstrap_timeout: how long non-zero ranks wait for rank 0's endpoint.
+    """
+
+    def __init__(
+        self,
+        handler: Any,
+        *,
+        master_addr: str | None = None,
+        master_port: int | None = None,
+        local_addr: str | None = None,
+        bootstrap_timeout: float = 600.0,
+    ) -> None:
+        self.handler = handler
+        self.round_aware = callable(getattr(handler, "watch", None))
+        self._fixed = (master_addr, master_port) if master_addr and master_port else None
+        self._local_addr = local_addr
+        self._bootstrap_timeout = bootstrap_timeout
+        self._info: RendezvousInfo | None = None
+        self._joined: Joined | None = None
+        self._attempt = -1  # fixed membership only: the attempt this node is in
+
+    @property
+    def hosts_store(self) -> bool:
+        """Whether this agent runs the rendezvous store's server (peers depend on it)."""
+        if self.round_aware:
+            return getattr(self.handler, "store_host", None) is not None
+        return bool(getattr(self.handler, "is_host", False))
+
+    @property
+    def joined(self) -> Joined | None:
+        """The current round, once one completed."""
+        return self._joined
+
+    def join(self, *, failure: bool, reason: str | None = None) -> Joined:
+        """Join the next round and block until it completes (bounded by the handler's timeouts).
+
+        Raises:
+            RendezvousError: any rendezvous failure (closed, timeout, connection, state).
+        """
+        if self.round_aware:
+            why = reason or ("failure" if failure else None)
+            info = (
+                self.handler.next_rendezvous(reason=why) if why else self.handler.next_rendezvous()
+            )
+            round_no = int(getattr(info, "round", 0))
+            restarts = int(getattr(info, "restart_count", 0))
+        else:
+            info = self.handler.next_rendezvous()
+            round_no, restarts = self._next_attempt(info, failure)
+        self._info = info
+        addr, port = self._bootstrap(info, round_no)
+        facts = RoundFacts(
+            round=round_no,
+            group_rank=info.rank,
+            group_world_size=info.world_size,
+            restart_count=restarts,
+            master_addr=addr,
+            master_port=port,
+        )
+        self._joined = Joined(facts=facts, store=info.store)
+        return self._joined
+
+    def _next_attempt(self, info: RendezvousInfo, failure: bool) -> tuple[int, int]:
+        store = info.store
+        with store_errors_as_rendezvous_errors("announcing the next attempt"):
+            latest = _int(store.get("agent/latest"), -1)
+            # A peer that already opened a newer attempt reported the failure that ours echoes
+            # (or a restart we are fenced out of): join that attempt and spend nothing more.
+            attempt = latest if latest > self._attempt else self._attempt + 1
+            previous = _int(store.get(f"agent/attempt/{attempt - 1}"), 0) if attempt else 0
+            proposed = previous + (1 if failure and attempt > 0 else 0)
+            _, agreed = store.set_if_absent(f"agent/attempt/{attempt}", str(proposed).encode())
+            if _int(store.get("agent/latest"), -1) < attempt:
+                store.set("agent/latest", str(attempt).encode())
+        self._attempt = attempt
+        return attempt, _int(agreed, proposed)
+
+    def _bootstrap(self, info: RendezvousInfo, round_no: int) -> tuple[str, int]:
+        if self._fixed is not None:
+            addr, port = self._fixed
+            assert addr is not None and port is not None
+            return addr, port
+        if self.round_aware and info.bootstrap_store_info is not None:
+            return info.bootstrap_store_info.master_addr, info.bootstrap_store_info.master_port
+        addr = self._local_addr or getattr(self.handler, "master_addr", None) or "127.0.0.1"
+        found = RendezvousStoreInfo.build(
+            info.rank,
+            info.store,
+            addr,
+            key=f"agent/{round_no}/master",
+            timeout=self._bootstrap_timeout,
+        )
+        return found.master_addr, found.master_port
+
+    def look(self) -> Look:
+        """What changed beyond the current round: a close, a newer round, nodes waiting.
+
+        Raises:
+            RendezvousError: the store could not be read.
+        """
+        if self.round_aware:
+            seen = self.handler.watch()
+            closed = seen.closed
+            return Look(
+                closed=(closed.outcome, closed.reason) if closed is not None else None,
+                next_opened=seen.next_opened,
+                waiting=int(seen.waiting),
+            )
+        if self._info is None:
+            return Look()
+        with store_errors_as_rendezvous_errors("watching the rendezvous"):
+            closed = self._info.store.get("agent/closed")
+            latest = _int(self._info.store.get("agent/latest"), -1)
+        if closed is not None:
+            record = json.loads(closed.decode("utf-8"))
+            return Look(closed=(str(record["outcome"]), str(record.get("reason", ""))))
+        opened = "restart" if latest > self._attempt else None
+        return Look(next_opened=opened, waiting=int(self.handler.num_nodes_waiting()))
+
+    def healthy(self) -> bool:
+        """False once this node's heartbeats stopped reaching the store (self-fence then)."""
+        check = getattr(self.handler, "keep_alive_healthy", None)
+        return bool(check()) if callable(check) else True
+
+    def open_next_round(self, reason: str) -> None:
+        """Open the next round so waiting nodes can join (round-aware handlers only)."""
+        opener = getattr(self.handler, "open_next_round", None)
+        if callable(opener):
+            opener(reason)
+
+    def close(self, outcome: str, reason: str) -> None:
+        """Close the rendezvous for every node: the job is over with ``outcome``.
+
+        Raises:
+            RendezvousError: the store could not be reached.
+        """
+        if self.round_aware:
+            self.handler.set_closed(outcome, reason)
+            return
+        if self._info is not None:
+            record = json.dumps({"outcome": outcome, "reason": reason}).encode("utf-8")
+            with store_errors_as_rendezvous_errors("closing the rendezvous"):
+                self._info.store.set_if_absent("agent/closed", record)
+        self.handler.set_closed()
+
+    def leave(self) -> None:
+        """Leave gracefully (the others see a membership change); never raises."""
+        try:
+            self.handler.shutdown()
+        except Exception:  # leaving must not fail a node that is going anyway
+            pass
+
+
+def _int(blob: bytes | None, default: int) -> int:
+    if blob is None:
+        return default
+    try:
+        return int(blob.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise RendezvousStateError(f"expected a decimal counter, got {blob[:40]!r}") from None
+
+
+def wait_counter(store: Any, key: str, target: int, deadline: float, poll: float) -> bool:
+    """Wait until the counter at ``key`` reaches ``target`` or ``deadline`` (monotonic) passes.
+
+    Raises:
+        RendezvousConnectionError: the store could not be reached.
+    """
+    while True:
+        try:
+            value = _int(store.get(key), 0)
+        except RendezvousStateError:
+            raise
+        except Exception as error:
+            raise RendezvousConnectionError(f"reading {key!r}: {error}") from error
+        if value >= target:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll)
+
+
+__all__ = ["Joined", "Look", "Membership", "wait_counter"]

@@ -1,0 +1,56 @@
+"""Turning worker-process results into the agent machine's observations and into summaries."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+from tpelastic.adapters.workers.api import ChildFailedError, ProcessFailure
+from tpelastic.core.values import Instant
+from tpelastic.core.worker_group import WorkerFailure
+
+log = logging.getLogger("tpelastic.agent")
+
+
+def to_worker_failures(
+    failures: dict[int, ProcessFailure], *, group_rank: int, local_world_size: int, now: Instant
+) -> tuple[WorkerFailure, ...]:
+    """The core's failure values for ``failures`` (keyed by local rank), earliest first.
+
+    Wall-clock failure times are moved onto the agent's monotonic clock (``now`` is the
+    monotonic reading that goes with the present wall time), keeping their order.
+    """
+    wall_now = time.time()
+    found = [
+        WorkerFailure(
+            local_rank=local_rank,
+            global_rank=group_rank * local_world_size + local_rank,
+            exitcode=failure.exitcode,
+            signal=failure.signal_name,
+            at=now - max(0.0, wall_now - failure.timestamp),
+            reason=failure.message,
+        )
+        for local_rank, failure in failures.items()
+    ]
+    return tuple(sorted(found, key=lambda f: (f.at, f.local_rank)))
+
+
+def by_global_rank(
+    failures: dict[int, ProcessFailure], *, group_rank: int, local_world_size: int
+) -> dict[int, ProcessFailure]:
+    """Re-key failures from local ranks to global ranks."""
+    return {group_rank * local_world_size + lr: f for lr, f in failures.items()}
+
+
+def print_failure(
+    name: str, reason: str, exit_code: int, failures: dict[int, ProcessFailure]
+) -> None:
+    """Print the job's one failure summary to stderr: the root cause first, with its traceback."""
+    lines = [f"tpelastic: job failed (exit code {exit_code}): {reason}"]
+    if failures:
+        lines.append(ChildFailedError(name, failures).format_msg())
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+__all__ = ["by_global_rank", "log", "print_failure", "to_worker_failures"]

@@ -1,0 +1,125 @@
+"""LaunchConfig: everything one ``tpelastic run`` needs, checked when it is built."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from attrs import field, frozen, validators
+
+from tpelastic.adapters.rendezvous.parameters import parse_endpoint
+from tpelastic.adapters.workers.api import Std
+
+START_METHODS = ("spawn", "fork", "forkserver")
+
+
+class ConfigError(ValueError):
+    """A launch setting is wrong; the message is one line naming the setting and the value."""
+
+
+def _int_at_least(low: int) -> Any:
+    def check(_instance: object, attribute: Any, value: object) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ConfigError(f"{attribute.name} must be an integer >= {low}, got {value!r}")
+
+    return check
+
+
+def _seconds(_instance: object, attribute: Any, value: object) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not (math.isfinite(float(value)) and float(value) > 0):  # type: ignore[arg-type]
+        raise ConfigError(f"{attribute.name} must be a positive number of seconds, got {value!r}")
+
+
+def _port(_instance: object, attribute: Any, value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= 65535:
+        raise ConfigError(f"{attribute.name} must be a port number in 1..65535, got {value!r}")
+
+
+def _start_method(_instance: object, _attribute: object, value: str) -> None:
+    if value not in START_METHODS:
+        raise ConfigError(f"start_method must be one of {', '.join(START_METHODS)}, got {value!r}")
+
+
+@frozen(kw_only=True)
+class LaunchConfig:
+    """How to launch one node's agent (the same on every node, but for addresses and rank).
+
+    Attributes:
+        min_nodes, max_nodes: the world's bounds (``--nnodes MIN:MAX``).
+        nproc_per_node: workers on each node.
+        run_id: the job's id; every node of a job uses the same one.
+        role: the workers' role name.
+        rdzv_endpoint: ``host[:port]`` of the rendezvous store.
+        rdzv_backend: ``static``, ``tcp`` (aliases ``c10d``, ``p10d``), ``file``, or a plugin.
+        rdzv_configs: backend options (``--rdzv-conf``), e.g. ``join_timeout``.
+        rdzv_timeout: when given, the join timeout in seconds (overrides ``join_timeout``).
+        max_restarts: job-wide restarts after worker failures.
+        monitor_interval: seconds between membership checks while workers run.
+        start_method: for callables: ``spawn``, ``fork`` or ``forkserver``.
+        log_dir, redirects, tee: where worker output goes.
+        local_addr: this node's address as peers should reach it.
+        master_addr, master_port: a fixed bootstrap endpoint for the workers (else a fresh one
+            per round).
+        exit_barrier_timeout: how long a finished node waits for the others.
+        metrics_cfg: metric group -> handler name (``console``, ``logging``, ``null``).
+        events: where agent events go (``null``, ``console``, ``logging``, ``jsonl:<path>``).
+
+    Raises:
+        ConfigError: on any bad value, naming the setting.
+    """
+
+    min_nodes: int = field(validator=_int_at_least(1))
+    max_nodes: int = field(validator=_int_at_least(1))
+    nproc_per_node: int = field(validator=_int_at_least(1))
+    run_id: str = "none"
+    role: str = "default"
+    rdzv_endpoint: str = ""
+    rdzv_backend: str = "static"
+    rdzv_configs: dict[str, Any] = field(factory=dict)
+    rdzv_timeout: float | None = None
+    max_restarts: int = field(default=0, validator=_int_at_least(0))
+    monitor_interval: float = field(default=0.1, validator=_seconds)
+    start_method: str = field(default="spawn", validator=_start_method)
+    log_dir: str | None = None
+    redirects: Std | int | str | dict[int, Std] = Std.NONE
+    tee: Std | int | str | dict[int, Std] = Std.NONE
+    local_addr: str | None = None
+    master_addr: str | None = None
+    master_port: int | None = field(default=None, validator=_port)
+    exit_barrier_timeout: float = field(default=300.0, validator=_seconds)
+    metrics_cfg: dict[str, str] = field(factory=dict)
+    events: str = field(default="null", validator=validators.instance_of(str))
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_nodes < self.min_nodes:
+            raise ConfigError(
+                f"--nnodes {self.min_nodes}:{self.max_nodes}: MIN must not be greater than MAX"
+            )
+        for name in ("run_id", "role", "rdzv_backend"):
+            if not str(getattr(self, name)).strip():
+                raise ConfigError(f"{name} must not be empty")
+        if self.rdzv_timeout is not None:
+            _seconds(self, _Named("rdzv_timeout"), self.rdzv_timeout)
+        if self.rdzv_backend != "file" and str(self.rdzv_configs.get("store_type", "")) != "file":
+            try:
+                parse_endpoint(self.rdzv_endpoint)
+            except ValueError as error:
+                raise ConfigError(str(error)) from None
+
+    def rendezvous_config(self) -> dict[str, Any]:
+        """The backend options, with ``rdzv_timeout`` folded in as ``join_timeout``."""
+        options = dict(self.rdzv_configs)
+        if self.rdzv_timeout is not None:
+            options["join_timeout"] = self.rdzv_timeout
+        return options
+
+
+class _Named:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+__all__ = ["START_METHODS", "ConfigError", "LaunchConfig"]

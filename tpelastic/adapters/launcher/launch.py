@@ -1,0 +1,191 @@
+"""Run one node's agent from a LaunchConfig: ``run_agent``, ``launch_agent``, ``elastic_launch``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tpelastic.adapters.agent.local import LocalElasticAgent
+from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
+from tpelastic.adapters.launcher.checks import require_free_port
+from tpelastic.adapters.launcher.config import ConfigError, LaunchConfig
+from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
+from tpelastic.adapters.workers.api import ChildFailedError
+
+log = logging.getLogger("tpelastic.agent")
+_DYNAMIC = ("tcp", "c10d", "p10d")
+
+
+class LaunchError(RuntimeError):
+    """The job failed without a worker failure to show (rendezvous failed, signal, closed).
+
+    Attributes:
+        exit_code: the agent's exit status (see docs/launcher.md).
+    """
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def rendezvous_parameters(config: LaunchConfig) -> RendezvousParameters:
+    """The rendezvous request for ``config``.
+
+    Raises:
+        ConfigError: a bad rendezvous option (named in the message).
+    """
+    backend = config.rdzv_backend
+    options = config.rendezvous_config()
+    if backend in _DYNAMIC and not _registered(backend) and config.max_nodes == 1:
+        # A one-node world needs no negotiation: the static backend, hosted here, serves it
+        # until a dynamic backend is installed.
+        backend = "static"
+        options.setdefault("rank", 0)
+    try:
+        return RendezvousParameters(
+            backend,
+            config.rdzv_endpoint,
+            config.run_id,
+            config.min_nodes,
+            config.max_nodes,
+            config.local_addr,
+            **options,
+        )
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _registered(backend: str) -> bool:
+    from tpelastic.rendezvous import handler_registry
+
+    try:
+        handler_registry.factory(backend)
+    except Exception:
+        return False
+    return True
+
+
+def create_rendezvous_handler(config: LaunchConfig) -> Any:
+    """Build the rendezvous handler for ``config``.
+
+    Raises:
+        ConfigError: unknown backend or bad options for it (one line).
+        RendezvousError: the backend could not reach or host its store.
+    """
+    params = rendezvous_parameters(config)
+    _check_ports(config, params)
+    from tpelastic.rendezvous import create_handler
+
+    try:
+        return create_handler(params)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _check_ports(config: LaunchConfig, params: RendezvousParameters) -> None:
+    if config.master_addr and config.master_port:
+        require_free_port("--master-port", _bind_host(config.master_addr), config.master_port)
+    if (
+        params.backend == "static"
+        and params.get_as_int("rank") == 0
+        and params.is_host is not False
+    ):
+        host, port = params.host_port()
+        if host and port:
+            require_free_port("rendezvous endpoint port", _bind_host(host), port)
+
+
+def _bind_host(host: str) -> str:
+    return "127.0.0.1" if host == "localhost" else host
+
+
+def worker_spec(
+    config: LaunchConfig, entrypoint: str | Callable[..., Any], args: Sequence[Any]
+) -> WorkerSpec:
+    """The agent's WorkerSpec for ``config`` (builds the rendezvous handler)."""
+    return WorkerSpec(
+        role=config.role,
+        local_world_size=config.nproc_per_node,
+        rdzv_handler=create_rendezvous_handler(config),
+        entrypoint=entrypoint,
+        args=tuple(args),
+        max_restarts=config.max_restarts,
+        monitor_interval=config.monitor_interval,
+        min_nodes=config.min_nodes,
+        max_nodes=config.max_nodes,
+        master_addr=config.master_addr,
+        master_port=config.master_port,
+        local_addr=config.local_addr,
+        start_method=config.start_method,
+        redirects=config.redirects,
+        tee=config.tee,
+        log_dir=config.log_dir,
+        exit_barrier_timeout=config.exit_barrier_timeout,
+        events=config.events,
+    )
+
+
+def run_agent(
+    config: LaunchConfig, entrypoint: str | Callable[..., Any], args: Sequence[Any]
+) -> RunResult:
+    """Run this node's agent to the end and say how it ended (never raises for job failures).
+
+    Raises:
+        ConfigError: bad configuration (before anything starts).
+        WorkerStartError: the entrypoint cannot be started.
+    """
+    if config.metrics_cfg:
+        from tpelastic.adapters.sinks.metrics import MetricsConfig, initialize_metrics
+
+        initialize_metrics(MetricsConfig(groups=dict(config.metrics_cfg)))
+    spec = worker_spec(config, entrypoint, args)
+    return LocalElasticAgent(spec).run(config.role)
+
+
+def launch_agent(
+    config: LaunchConfig, entrypoint: str | Callable[..., Any] | None, args: Sequence[Any]
+) -> dict[int, Any]:
+    """Run this node's agent; return its workers' return values by global rank.
+
+    ``entrypoint`` None runs ``sys.executable`` with ``args`` (a script and its arguments).
+
+    Raises:
+        ChildFailedError: workers failed and the restart budget is spent (the summary names
+            the root cause).
+        LaunchError: the job failed otherwise (rendezvous failed, interrupted, closed).
+        ConfigError: bad configuration.
+    """
+    result = run_agent(config, entrypoint if entrypoint is not None else sys.executable, args)
+    if not result.is_failed():
+        return result.return_values
+    if result.failures:
+        name = getattr(entrypoint, "__qualname__", str(entrypoint))
+        raise ChildFailedError(name, result.failures)
+    raise LaunchError(result.reason or "the job failed", result.exit_code)
+
+
+class elastic_launch:
+    """Launch ``entrypoint`` elastically: ``elastic_launch(config, fn)(*args)``.
+
+    Returns per global rank the callable's return value (None for commands).
+    """
+
+    def __init__(self, config: LaunchConfig, entrypoint: str | Callable[..., Any] | None) -> None:
+        self._config = config
+        self._entrypoint = entrypoint
+
+    def __call__(self, *args: Any) -> dict[int, Any]:
+        return launch_agent(self._config, self._entrypoint, args)
+
+
+__all__ = [
+    "LaunchError",
+    "create_rendezvous_handler",
+    "elastic_launch",
+    "launch_agent",
+    "rendezvous_parameters",
+    "run_agent",
+    "worker_spec",
+]

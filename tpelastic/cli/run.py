@@ -1,0 +1,316 @@
+"""``tpelastic run`` (also ``python -m tpelastic.run``): launch one node's agent, torchrun-style.
+
+Flags are torchrun's, in dash and underscore spellings; each also reads a default from the
+environment (``TPELASTIC_<FLAG>`` first, then torchrun's ``PET_<FLAG>``, e.g. ``PET_NNODES``).
+Everything after the script is handed to it untouched, dashes included. Bad input is one line
+on stderr and exit code 2; see docs/launcher.md for the other exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from tpelastic.cli.errors import UsageError, exit_with
+
+PROG = "tpelastic run"
+_RUN_PATH_CODE = (
+    "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _env(name: str, default: Any) -> Any:
+    key = name.upper().replace("-", "_")
+    for prefix in ("TPELASTIC_", "PET_"):
+        if f"{prefix}{key}" in os.environ:
+            return os.environ[f"{prefix}{key}"]
+    return default
+
+
+def _flag(parser: argparse.ArgumentParser, name: str, *extra: str, **kwargs: Any) -> None:
+    spellings = [f"--{name}", *extra]
+    if "-" in name:
+        spellings.insert(1, f"--{name.replace('-', '_')}")
+    if kwargs.get("action") in ("store_true",):
+        kwargs["default"] = str(_env(name, "")).lower() in ("1", "true", "yes")
+    else:
+        kwargs["default"] = _env(name, kwargs.get("default"))
+    parser.add_argument(*spellings, dest=name.replace("-", "_"), **kwargs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, allow_abbrev=False, description="Launch one node's elastic agent.")
+    _flag(parser, "nnodes", default="1", help="N or MIN:MAX nodes")
+    _flag(parser, "nproc-per-node", default="1", help="workers per node: N, auto, cpu or gpu")
+    _flag(parser, "node-rank", default="0", help="this node's rank (static backend)")
+    _flag(parser, "rdzv-backend", default="static", help="static, tcp (c10d, p10d), file, ...")
+    _flag(parser, "rdzv-endpoint", default="", help="host[:port] of the rendezvous store")
+    _flag(parser, "rdzv-id", default="none", help="the job's run id (same on every node)")
+    _flag(parser, "rdzv-conf", default="", help="backend options k=v,k2=v2")
+    _flag(parser, "rdzv-timeout", default=None, help="join timeout in seconds")
+    _flag(parser, "standalone", action="store_true", help="one node, store hosted here")
+    _flag(parser, "max-restarts", default="0", help="job-wide restarts after worker failures")
+    _flag(parser, "monitor-interval", default="0.1", help="seconds between membership checks")
+    _flag(parser, "start-method", default="spawn", help="spawn, fork or forkserver")
+    _flag(parser, "role", default="default", help="the workers' role name")
+    _flag(parser, "log-dir", default=None, help="folder for worker logs")
+    _flag(parser, "redirects", "-r", default="0", help="0-3 or rank:N,... to log files only")
+    _flag(parser, "tee", "-t", default="0", help="0-3 or rank:N,... to log files and console")
+    _flag(parser, "local-ranks-filter", default="", help="show only these local ranks' output")
+    _flag(parser, "local-addr", default=None, help="this node's address for peers")
+    _flag(parser, "master-addr", default=None, help="fixed bootstrap store address")
+    _flag(parser, "master-port", default=None, help="fixed bootstrap store port")
+    _flag(
+        parser, "exit-barrier-timeout", default="300", help="seconds to wait for peers at the end"
+    )
+    _flag(parser, "events", default="null", help="agent events: null, console, logging, jsonl:PATH")
+    _flag(parser, "module", "-m", action="store_true", help="run the script as a module")
+    _flag(parser, "no-python", action="store_true", help="run the script as a program")
+    _flag(parser, "run-path", action="store_true", help="run the script with runpy.run_path")
+    parser.add_argument("training_script", help="the script (or module, or program) to run")
+    parser.add_argument("training_script_args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def handles(argv: Sequence[str] | None) -> bool:
+    """Whether ``argv`` (``tpelastic``'s arguments) asks for ``run``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return bool(args) and args[0] == "run"
+
+
+def add_parser(commands: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
+    # Listed for ``tpelastic --help``; ``main`` hands ``run`` to :func:`main` before argparse,
+    # so that script arguments and one-line errors are handled here.
+    commands.add_parser(name, help="launch one node's elastic agent (torchrun-compatible flags)")
+
+
+def run(args: argparse.Namespace) -> int:  # pragma: no cover - main dispatches ``run`` early
+    return main([])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``tpelastic run`` with ``argv`` (without the ``run`` word); returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["run"]:
+        args = args[1:]
+    try:
+        return _launch(build_parser().parse_args(args))
+    except UsageError as error:
+        return exit_with(error, PROG)
+
+
+def _launch(ns: argparse.Namespace) -> int:
+    config = config_from_args(ns)
+    entrypoint, cmd_args = entrypoint_from_args(ns)
+    _setup_logging()
+    from tpelastic.adapters.launcher.config import ConfigError
+    from tpelastic.adapters.launcher.launch import run_agent
+    from tpelastic.adapters.rendezvous.errors import RendezvousError
+    from tpelastic.adapters.workers.api import WorkerStartError
+
+    try:
+        result = run_agent(config, entrypoint, cmd_args)
+    except (ConfigError, WorkerStartError) as error:
+        raise UsageError(str(error)) from None
+    except RendezvousError as error:
+        print(f"{PROG}: rendezvous failed: {error}", file=sys.stderr)
+        return 3
+    return result.exit_code
+
+
+def _setup_logging() -> None:
+    logger = logging.getLogger("tpelastic")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[tpelastic] %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(os.environ.get("TPELASTIC_LOG_LEVEL", "INFO").upper())
+
+
+def standalone_run_id() -> str:
+    """A fresh run id for ``--standalone``."""
+    return uuid.uuid4().hex[:12]
+
+
+def find_program(name: str) -> str | None:
+    """The program ``name`` as ``--no-python`` would run it, or None when it is not found."""
+    if os.sep in name:
+        return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    return shutil.which(name)
+
+
+def _int(flag: str, text: object, low: int) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise UsageError(f"--{flag} must be an integer, got {text!r}") from None
+    if value < low:
+        raise UsageError(f"--{flag} must be >= {low}, got {value}")
+    return value
+
+
+def _float(flag: str, text: object) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise UsageError(f"--{flag} must be a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise UsageError(f"--{flag} must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def parse_nnodes(text: str) -> tuple[int, int]:
+    """``N`` or ``MIN:MAX`` as (min, max).
+
+    Raises:
+        UsageError: not that form, a number < 1, or MIN > MAX.
+    """
+    low, colon, high = str(text).partition(":")
+    first = _int("nnodes", low, 1)
+    last = _int("nnodes", high, 1) if colon else first
+    if first > last:
+        raise UsageError(f"--nnodes {text}: MIN ({first}) is greater than MAX ({last})")
+    return first, last
+
+
+def parse_nproc(text: str) -> int:
+    """``N``, ``cpu`` (the CPU count), ``gpu`` or ``auto`` (GPUs if any, else CPUs).
+
+    Raises:
+        UsageError: anything else, or a number < 1.
+    """
+    word = str(text).strip().lower()
+    if word in ("cpu", "auto", "gpu"):
+        gpus = _gpu_count() if word != "cpu" else 0
+        if word == "gpu" and gpus == 0:
+            raise UsageError("--nproc-per-node gpu: no GPU is available")
+        return gpus or os.cpu_count() or 1
+    return _int("nproc-per-node", text, 1)
+
+
+def _gpu_count() -> int:
+    try:
+        import tensorplay  # only for auto/gpu: it is slow to import
+
+        return int(tensorplay.cuda.device_count()) if tensorplay.cuda.is_available() else 0
+    except Exception:
+        return 0
+
+
+def config_from_args(ns: argparse.Namespace) -> Any:
+    """The LaunchConfig that the parsed flags describe.
+
+    Raises:
+        UsageError: any bad flag value, in one line naming the flag.
+    """
+    from tpelastic.adapters.launcher.checks import free_port
+    from tpelastic.adapters.launcher.config import ConfigError, LaunchConfig
+    from tpelastic.adapters.rendezvous.parameters import parse_rdzv_conf
+
+    min_nodes, max_nodes = parse_nnodes(ns.nnodes)
+    backend, endpoint, run_id = ns.rdzv_backend, ns.rdzv_endpoint, ns.rdzv_id
+    local_addr = ns.local_addr
+    if ns.standalone:
+        backend, endpoint, run_id = "tcp", f"127.0.0.1:{free_port()}", standalone_run_id()
+        local_addr = local_addr or "127.0.0.1"
+    elif backend == "static" and not endpoint:
+        if max_nodes > 1:
+            raise UsageError("the static backend needs --rdzv-endpoint host:port for several nodes")
+        endpoint = f"127.0.0.1:{free_port()}"  # one node: its own store, on loopback
+        local_addr = local_addr or "127.0.0.1"
+    try:
+        conf: dict[str, Any] = parse_rdzv_conf(ns.rdzv_conf)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if backend == "static":
+        conf.setdefault("rank", _int("node-rank", ns.node_rank, 0))
+    master_port = _int("master-port", ns.master_port, 1) if ns.master_port else None
+    if master_port is not None and master_port > 65535:
+        raise UsageError(f"--master-port must be in 1..65535, got {master_port}")
+    redirects, tee = _streams(ns)
+    try:
+        return LaunchConfig(
+            min_nodes=min_nodes,
+            max_nodes=max_nodes,
+            nproc_per_node=parse_nproc(ns.nproc_per_node),
+            run_id=run_id,
+            role=ns.role,
+            rdzv_endpoint=endpoint,
+            rdzv_backend=backend,
+            rdzv_configs=conf,
+            rdzv_timeout=_float("rdzv-timeout", ns.rdzv_timeout) if ns.rdzv_timeout else None,
+            max_restarts=_int("max-restarts", ns.max_restarts, 0),
+            monitor_interval=_float("monitor-interval", ns.monitor_interval),
+            start_method=ns.start_method,
+            log_dir=ns.log_dir,
+            redirects=redirects,
+            tee=tee,
+            local_addr=local_addr,
+            master_addr=ns.master_addr or ("127.0.0.1" if master_port else None),
+            master_port=master_port,
+            exit_barrier_timeout=_float("exit-barrier-timeout", ns.exit_barrier_timeout),
+            events=ns.events,
+        )
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
+
+
+def _streams(ns: argparse.Namespace) -> tuple[Any, Any]:
+    from tpelastic.adapters.workers.api import Std, WorkerStartError
+
+    try:
+        redirects, tee = Std.from_str(str(ns.redirects)), Std.from_str(str(ns.tee))
+    except WorkerStartError as error:
+        raise UsageError(str(error)) from None
+    if not ns.local_ranks_filter:
+        return redirects, tee
+    shown = {_int("local-ranks-filter", r, 0) for r in str(ns.local_ranks_filter).split(",")}
+    # Shown ranks are teed (to files and the console); the others only go to their files.
+    chosen = tee if isinstance(tee, Std) and tee else Std.ALL
+    n = max(shown) + 1
+    return {r: Std.ALL for r in range(n) if r not in shown}, {r: chosen for r in shown}
+
+
+def entrypoint_from_args(ns: argparse.Namespace) -> tuple[str, list[str]]:
+    """The command and arguments each worker runs.
+
+    Raises:
+        UsageError: the script or program does not exist, or incompatible flags.
+    """
+    script, rest = ns.training_script, list(ns.training_script_args)
+    if sum(map(bool, (ns.module, ns.no_python, ns.run_path))) > 1:
+        raise UsageError("use at most one of --module, --no-python and --run-path")
+    if ns.no_python:
+        if find_program(script) is None:
+            raise UsageError(f"program {script!r} was not found or is not executable")
+        return script, rest
+    if ns.module:
+        return sys.executable, ["-u", "-m", script, *rest]
+    if not os.path.isfile(script):
+        raise UsageError(f"script {script!r} does not exist")
+    if ns.run_path:
+        return sys.executable, ["-u", "-c", _RUN_PATH_CODE, script, *rest]
+    return sys.executable, ["-u", script, *rest]
+
+
+__all__ = [
+    "PROG",
+    "build_parser",
+    "config_from_args",
+    "entrypoint_from_args",
+    "handles",
+    "main",
+    "parse_nnodes",
+    "parse_nproc",
+]
