@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -73,11 +73,12 @@ class EtcdCluster:
     (``self.tls`` holds the paths); peers still talk plain http among themselves.
     """
 
-    def __init__(self, size: int = 1, *, tls: bool = False) -> None:
+    def __init__(self, size: int = 1, *, tls: bool = False, extra: Sequence[str] = ()) -> None:
         shm = Path("/dev/shm")
         self.dir = Path(tempfile.mkdtemp(prefix="tpe-etcd-", dir=shm if shm.is_dir() else None))
         self.tls = make_tls_files(self.dir / "tls") if tls else None
         self.scheme = "https" if tls else "http"
+        self.extra = list(extra)  # more etcd flags for every member
         ports = free_ports(2 * size)
         self.client_ports = ports[:size]
         self.peer_ports = ports[size:]
@@ -121,6 +122,7 @@ class EtcdCluster:
             # shared cores still keep a heartbeat of 50 ms.
             "--heartbeat-interval=50",
             "--election-timeout=500",
+            *self.extra,
         ]
 
     def start(self, timeout: float = 20.0) -> None:
@@ -206,9 +208,11 @@ class EtcdCluster:
 
 
 @contextmanager
-def etcd_cluster(size: int = 1, *, tls: bool = False) -> Iterator[EtcdCluster]:
+def etcd_cluster(
+    size: int = 1, *, tls: bool = False, extra: Sequence[str] = ()
+) -> Iterator[EtcdCluster]:
     """A started cluster of ``size`` members, stopped and removed on exit."""
-    cluster = EtcdCluster(size, tls=tls)
+    cluster = EtcdCluster(size, tls=tls, extra=extra)
     try:
         cluster.start()
         yield cluster

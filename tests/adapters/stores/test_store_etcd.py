@@ -234,13 +234,26 @@ def _enable_auth(cluster: EtcdCluster, password: str) -> None:
 
 @needs_etcd
 def test_user_and_password_authenticate_and_bad_ones_are_one_clear_error() -> None:
-    with etcd_cluster(1) as cluster:
+    # Tokens live 1 s here, so the store must also renew an expired one.
+    with etcd_cluster(1, extra=["--auth-token-ttl=1"]) as cluster:
         _enable_auth(cluster, "s3cret")
         factory = lambda: EtcdStore(  # noqa: E731
-            cluster.endpoints, user="root", password="s3cret", timeout=5
+            cluster.endpoints,
+            prefix=f"/test/{next(_prefixes)}",
+            user="root",
+            password="s3cret",
+            timeout=5,
         )
         contract.check_add_counts(factory)
         contract.check_wait_for_wakes(factory)
+        store = factory()
+        try:
+            store.set("k", b"1")
+            time.sleep(2.5)  # the token expires (etcd checks expiry about once a second)
+            assert store.add("n", 3) == 3
+            assert store.wait_for(["k", "n"], 1.0)
+        finally:
+            store.close()
         for kwargs, problem in (
             ({}, "user name is empty"),
             ({"user": "root", "password": "wrong"}, "authentication failed"),

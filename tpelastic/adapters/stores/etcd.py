@@ -189,6 +189,8 @@ class EtcdStore:
     def _authenticate(self, index: int, left: float) -> None:
         assert self._auth is not None
         user, password = self._auth
+        # etcd refuses to authenticate a request that carries an expired token.
+        self._clients[index].session.headers.pop("Authorization", None)
         reply = self._post(index, "/auth/authenticate", {"name": user, "password": password}, left)
         self._clients[index].session.headers["Authorization"] = reply["token"]
 
