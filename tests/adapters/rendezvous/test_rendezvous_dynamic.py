@@ -384,3 +384,18 @@ def test_shutdown_never_closes_and_stops_heartbeats(server: TensorplayStore) -> 
     assert server.get(key) == before
     assert server.get(RunKeys("stop").closed()) is None
     assert threading.active_count() < 50  # no keep-alive threads piling up
+
+
+def test_regression_a_slot_never_written_cannot_hold_the_join_past_its_deadline() -> None:
+    """Found while building the handler: a node that dies between taking an arrival slot and
+    writing it left the closer looping in COLLECTING -> WAITING -> GATHERING forever (past the
+    join deadline, with zero-length waits). It now times out with the join timeout error."""
+    store = MemoryStore()
+    store.add(RunKeys("ghost").arrivals(0), 1)  # slot 0 taken, never written
+    config = _config(2, 2, join_timeout=1.0, last_call_timeout=0.1, heartbeat_timeout=0.5)
+    handler = DynamicRendezvousHandler("ghost", store, config, backend_name="x", node_id="real")
+    with ThreadPoolExecutor(1) as pool:
+        joining = pool.submit(handler.next_rendezvous)
+        with pytest.raises(RendezvousJoinTimeoutError, match="1 arrival\\(s\\) never wrote"):
+            joining.result(timeout=5.0)
+    handler.shutdown()

@@ -201,7 +201,8 @@ def collect_ops(state: JoinState) -> tuple[Op, ...]:
 
 
 def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Verdict:
-    """Replies to collect_ops: the result to offer, or the slots still unwritten."""
+    """Replies to collect_ops: the result to offer, the slots still unwritten, or (unwritten
+    past the join deadline) a timeout."""
     try:
         raws = [_bytes(r) for r in event.replies]
         infos = [decode_node(raw) for raw in raws[:-1] if raw is not None]
@@ -210,6 +211,17 @@ def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) 
         return Verdict(kind="corrupt", detail=str(error))
     chosen = choose_participants(infos, state.previous, config.max_nodes)
     if len(chosen) < config.min_nodes:
+        # A slot counted but never written (its node died between taking and writing it) must
+        # not hold the closer past the join deadline.
+        if event.now >= state.deadline:
+            return Verdict(
+                kind="timeout",
+                detail=(
+                    f"round {state.round_no}: only {len(chosen)} of at least {config.min_nodes} "
+                    f"nodes registered within the join timeout ({config.join_timeout:g}s); "
+                    f"{state.arrivals - len(infos)} arrival(s) never wrote their slot"
+                ),
+            )
         missing = tuple(
             state.keys.slot(state.round_no, i) for i, raw in enumerate(raws[:-1]) if raw is None
         )
