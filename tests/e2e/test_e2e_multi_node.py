@@ -1,0 +1,136 @@
+"""Several agents on one machine (127.0.0.1, tcp backend): one world, scale-up, scale-down."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from e2e_helpers import WORKER, free_port, records, tpstart
+
+pytestmark = pytest.mark.slow
+
+# Fast failure detection for the tests: a heartbeat every 0.3 s, dead after 3 missed.
+FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=30"
+
+
+def node(
+    port: int, run_id: str, nnodes: str, log: Path, *worker_args: str
+) -> subprocess.Popen[bytes]:
+    return tpstart(
+        "--nnodes",
+        nnodes,
+        "--nproc-per-node",
+        "2",
+        "--rdzv-backend",
+        "tcp",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-id",
+        run_id,
+        "--local-addr",
+        "127.0.0.1",
+        "--rdzv-conf",
+        FAST,
+        "--monitor-interval",
+        "0.1",
+        WORKER,
+        *worker_args,
+        log=log,
+    )
+
+
+def finish(proc: subprocess.Popen[bytes], log: Path, timeout: float = 90.0) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"agent did not finish:\n{log.read_text()[-3000:]}") from None
+
+
+def wait_for_records(out: Path, count: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(records(out)) < count:
+        assert time.monotonic() < deadline, f"only {len(records(out))} of {count} records"
+        time.sleep(0.1)
+
+
+def test_two_agents_form_one_world_with_consistent_global_ranks(tmp_path: Path, out: Path) -> None:
+    port = free_port()
+    a = node(port, "one-world", "2", tmp_path / "a.log", "--out", str(out))
+    b = node(port, "one-world", "2", tmp_path / "b.log", "--out", str(out))
+    assert finish(a, tmp_path / "a.log") == 0, (tmp_path / "a.log").read_text()
+    assert finish(b, tmp_path / "b.log") == 0, (tmp_path / "b.log").read_text()
+    seen = records(out)
+    assert sorted(r["rank"] for r in seen) == [0, 1, 2, 3]
+    assert all(r["sum"] == 10.0 and r["world"] == 4 for r in seen)
+    for rec in seen:  # node g owns global ranks 2g and 2g+1
+        env = rec["env"]
+        assert rec["rank"] == 2 * int(env["GROUP_RANK"]) + int(env["LOCAL_RANK"])
+        assert env["GROUP_WORLD_SIZE"] == "2"
+    assert len({r["env"]["MASTER_PORT"] for r in seen}) == 1
+
+
+def test_scale_up_restarts_the_running_group_once_without_spending_budget(
+    tmp_path: Path, out: Path
+) -> None:
+    port = free_port()
+    a = node(port, "grow", "1:2", tmp_path / "a.log", "--out", str(out), "--hold-unless-world", "4")
+    wait_for_records(out, 2)  # A trains alone (world 2) and holds until the world grows
+    b = node(port, "grow", "1:2", tmp_path / "b.log", "--out", str(out), "--hold-unless-world", "4")
+    assert finish(a, tmp_path / "a.log") == 0, (tmp_path / "a.log").read_text()
+    assert finish(b, tmp_path / "b.log") == 0, (tmp_path / "b.log").read_text()
+    seen = records(out)
+    assert sorted(r["world"] for r in seen) == [2, 2, 4, 4, 4, 4]  # A restarted exactly once
+    assert {r["env"]["TPELASTIC_RESTART_COUNT"] for r in seen} == {"0"}  # no budget spent
+    assert all(r["sum"] == (3.0 if r["world"] == 2 else 10.0) for r in seen)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_scale_down_survivors_continue_when_a_node_dies_or_leaves(
+    sig: signal.Signals, tmp_path: Path, out: Path
+) -> None:
+    port = free_port()
+    # A hosts the store (it binds first); B goes away while the world of 4 holds.
+    a = node(
+        port, "shrink", "1:2", tmp_path / "a.log", "--out", str(out), "--hold-unless-world", "2"
+    )
+    time.sleep(0.5)
+    b = node(
+        port, "shrink", "1:2", tmp_path / "b.log", "--out", str(out), "--hold-unless-world", "2"
+    )
+    wait_for_records(out, 4)
+    b.send_signal(sig)
+    expected = -sig if sig == signal.SIGKILL else 128 + sig  # SIGTERM: a graceful leave
+    assert finish(b, tmp_path / "b.log") == expected, (tmp_path / "b.log").read_text()
+    assert finish(a, tmp_path / "a.log") == 0, (tmp_path / "a.log").read_text()
+    worlds = [r["world"] for r in records(out)]
+    assert worlds.count(4) == 4 and worlds.count(2) >= 2  # the survivors re-formed a world of 2
+
+
+def test_below_min_nodes_the_join_times_out_with_exit_3(tmp_path: Path, out: Path) -> None:
+    port = free_port()
+    started = time.monotonic()
+    proc = tpstart(
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "tcp",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-id",
+        "alone",
+        "--rdzv-timeout",
+        "2",
+        WORKER,
+        "--out",
+        str(out),
+        log=tmp_path / "a.log",
+    )
+    assert finish(proc, tmp_path / "a.log", timeout=30) == 3, (tmp_path / "a.log").read_text()
+    assert time.monotonic() - started < 20
+    assert records(out) == []
