@@ -53,6 +53,7 @@ class Agent:
         self.name = name
         self.proc = subprocess.Popen(
             [sys.executable, str(SCRIPT), json.dumps({**spec, "name": name})],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -91,6 +92,12 @@ class Agent:
             return
         raise AssertionError(f"{self.name}: unexpected {kind!r} event: {self.seen[-1]}")
 
+    def go(self) -> None:
+        """Let a gated agent join."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
     def signal(self, signo: int) -> float:
         self.proc.send_signal(signo)
         return time.time()
@@ -107,7 +114,7 @@ class Agent:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
-        for stream in (self.proc.stdout, self.proc.stderr):
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
 
@@ -125,6 +132,18 @@ class Cluster:
         agent = Agent(name, {**spec, "hard_timeout": 40})
         self.agents.append(agent)
         return agent
+
+    def start_together(self, n: int, min_nodes: int, max_nodes: int, **conf: Any) -> list[Agent]:
+        """Start ``n`` agents and let them join only once all are up: Python start-up takes
+        longer than the 0.2 s last call, and a straggler would miss the first round."""
+        spec = {**self.spec, "min": min_nodes, "max": max_nodes, "conf": {**CONF, **conf}}
+        agents = [Agent(f"a{i}", {**spec, "hard_timeout": 40, "gate": True}) for i in range(n)]
+        self.agents += agents
+        for agent in agents:
+            agent.next("started")
+        for agent in agents:
+            agent.go()
+        return agents
 
     def stop(self) -> None:
         for agent in self.agents:
@@ -166,7 +185,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Cl
 @pytest.mark.slow
 def test_agents_agree_then_survive_a_leave_and_a_crash(cluster: tuple[Cluster, Any]) -> None:
     agents_of, store = cluster
-    agents = [agents_of.start(f"a{i}", 2, 4) for i in range(4)]
+    agents = agents_of.start_together(4, 2, 4)
     _agree([a.next("round") for a in agents], world=4, round_no=0)
 
     # A graceful leave: the other three form round 1 quickly, and nobody closes the run.
@@ -199,7 +218,7 @@ def test_agents_agree_then_survive_a_leave_and_a_crash(cluster: tuple[Cluster, A
 @pytest.mark.slow
 def test_late_joiner_waits_is_counted_and_is_admitted(cluster: tuple[Cluster, Any]) -> None:
     agents_of, _store = cluster
-    first = [agents_of.start(f"a{i}", 2, 3) for i in range(2)]
+    first = agents_of.start_together(2, 2, 3)
     _agree([a.next("round") for a in first], world=2, round_no=0)
     late = agents_of.start("late", 2, 3)
     assert [a.next("waiting")["n"] for a in first] == [1, 1]
@@ -226,7 +245,7 @@ def test_closed_rendezvous_ends_members_and_refuses_joiners(
     cluster: tuple[Cluster, Any],
 ) -> None:
     agents_of, store = cluster
-    agents = [agents_of.start(f"a{i}", 2, 2) for i in range(2)]
+    agents = agents_of.start_together(2, 2, 2)
     _agree([a.next("round") for a in agents], world=2, round_no=0)
     backend = P10dRendezvousBackend if agents_of.spec["backend"] == "tcp" else TpRendezvousBackend
     closer = DynamicRendezvousHandler(
@@ -256,3 +275,31 @@ def _client(agents_of: Cluster, store: TensorplayStore) -> TensorplayStore:
     if agents_of.spec["backend"] == "tcp":
         return tcp_store("127.0.0.1", store.raw.port, is_server=False, timeout=5.0)
     return file_store(agents_of.spec["endpoint"])
+
+
+@pytest.mark.slow
+def test_agents_host_the_store_themselves_when_the_endpoint_is_theirs() -> None:
+    """No is_host given: the endpoint is local to all of them, so the first to bind hosts the
+    TCPStore and the others connect as clients. The host must go last (its shutdown stops the
+    store): the others leave, the host forms a round alone, then leaves too."""
+    probe = tcp_store("127.0.0.1", 0, is_server=True, timeout=5.0)
+    port = probe.raw.port
+    probe.close()  # a port free a moment ago; rebinding right after stop() works
+    agents_of = Cluster("c10d", f"127.0.0.1:{port}", "self-hosted")
+    try:
+        agents = agents_of.start_together(3, 1, 3, is_host=None)
+        hosts = [a for a in agents if a.seen[0]["hosts"]]
+        assert len(hosts) == 1
+        _agree([a.next("round") for a in agents], world=3, round_no=0)
+        others = [a for a in agents if a is not hosts[0]]
+        for agent in others:
+            agent.signal(signal.SIGTERM)
+        for agent in others:
+            assert agent.next("left")["ok"] is True
+        alone = hosts[0].next("round")
+        assert (alone["world"], alone["rank"]) == (1, 0)
+        hosts[0].signal(signal.SIGTERM)
+        assert hosts[0].next("left")["ok"] is True
+        assert [a.exit_code() for a in agents] == [0, 0, 0]
+    finally:
+        agents_of.stop()

@@ -1,8 +1,9 @@
 """A minimal agent for the multi-process rendezvous tests: it joins, watches, rejoins, leaves.
 
 Usage: ``python dyn_agent.py '<json>'`` with keys ``backend``, ``endpoint``, ``run_id``, ``min``,
-``max``, ``conf`` (the --rdzv-conf dict), ``name`` and ``hard_timeout`` (seconds; SIGALRM kills
-the process then, so it can never hang a test).
+``max``, ``conf`` (the --rdzv-conf dict), ``name``, ``hard_timeout`` (seconds; SIGALRM kills
+the process then, so it can never hang a test) and ``gate`` (wait for a line on stdin before
+joining).
 
 Prints one JSON line per event, flushed: ``round`` (a completed round: rank, world, round,
 participants, restart count, bootstrap endpoint, wall time), ``waiting`` (num_nodes_waiting
@@ -81,6 +82,8 @@ def watch_loop(handler: DynamicRendezvousHandler) -> None:
         reason = None
         if seen.next_opened is not None:
             say("opened", reason=seen.next_opened)
+            if flags["leave"]:  # told to go while the world was ending: go, don't rejoin
+                continue
         elif flags["admit"]:
             flags["admit"] = False
             handler.open_next_round("scale_up")
@@ -111,8 +114,12 @@ def main() -> int:
     )
     handler = create_handler(params)
     assert isinstance(handler, DynamicRendezvousHandler)
-    say("started", node=handler.node_id, name=spec.get("name"))
+    say(
+        "started", node=handler.node_id, name=spec.get("name"), hosts=handler.store_host is not None
+    )
     try:
+        if spec.get("gate"):
+            sys.stdin.readline()  # wait for "go", so that agents join together
         report(handler, handler.next_rendezvous())
         watch_loop(handler)
     except RendezvousError as error:
