@@ -33,6 +33,7 @@ RUN_ID = "bench"
 _R0_DONE = "bench/r0done"
 _R0_ALL = "bench/r0all"
 _OUT = threading.Lock()
+IMPLS = ("ours", "ours-memory", "tensorplay", "torch")
 
 
 def emit(tag: str, payload: dict[str, Any]) -> None:
@@ -129,6 +130,13 @@ class Host:
         self.args = args
         self.go = threading.Event()
         self.deadline = 0.0  # set at go
+        # ours-memory: every agent of the (single) host shares one in-process store, which
+        # measures the protocol without any network or TCPStore limits.
+        self.shared: KeyValueStore | None = None
+        if args.impl == "ours-memory":
+            from tpelastic.adapters.stores import MemoryStore
+
+            self.shared = MemoryStore()
 
     def remaining(self) -> float:
         return max(0.1, self.deadline - time.monotonic())
@@ -170,7 +178,9 @@ def our_agent(host: Host, index: int, record: dict[str, Any]) -> None:
     from tpelastic.adapters.stores import tcp_store
 
     args = host.args
-    raw = tcp_store(HOST, args.port, is_server=False, timeout=args.read_timeout)
+    raw: KeyValueStore = host.shared or tcp_store(
+        HOST, args.port, is_server=False, timeout=args.read_timeout
+    )
     first, again = _our_configs(args)
     node = f"node{index}"
     late = args.role == "late"
@@ -387,7 +397,7 @@ def run_host(args: argparse.Namespace) -> None:
     """Start the agents, wait for go, let them run until done or the deadline, then exit."""
     host = Host(args)
     body: Callable[[Host, int, dict[str, Any]], None] = our_agent
-    if args.impl != "ours":
+    if args.impl not in ("ours", "ours-memory"):
         _instrument_anchor(_anchor_modules(args.impl)[2].C10dRendezvousBackend)
         body = anchor_agent
     threading.stack_size(512 * 1024)  # thousands of threads: keep each stack small
@@ -411,7 +421,7 @@ def run_host(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("what", choices=("server", "host"))
-    parser.add_argument("--impl", choices=("ours", "tensorplay", "torch"), required=True)
+    parser.add_argument("--impl", choices=IMPLS, required=True)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--size", type=int, default=0)
     parser.add_argument("--first", type=int, default=0)

@@ -39,16 +39,23 @@ def format_table(results: list[Result]) -> str:
     sizes = sorted({size for _, size in conv})
     lines = [
         "convergence: seconds from the last join call until every agent has its round",
-        f"{'N':>5} | {'ours':>9} | {'tensorplay':>12} | {'ratio':>7} | {'torch':>12} | "
-        f"{'ratio':>7} | ops/agent ours (follower max, closer) | tp ops med | torch ops med",
+        f"{'N':>5} | {'ours':>9} | {'ours-mem':>9} | {'tensorplay':>12} | {'ratio':>7} | "
+        f"{'torch':>12} | {'ratio':>7} | ops/agent ours (follower max, closer) | tp ops med | "
+        "torch ops med",
     ]
     for n in sizes:
-        ours, tp, torch = (conv.get((impl, n)) for impl in ("ours", "tensorplay", "torch"))
+        ours, mem, tp, torch = (
+            conv.get((impl, n)) for impl in ("ours", "ours-memory", "tensorplay", "torch")
+        )
+        counted = ours or mem
         ours_ops = (
-            f"{_fmt(ours.get('ops_follower_max'))}, {_fmt(ours.get('ops_closer'))}" if ours else "-"
+            f"{_fmt(counted.get('ops_follower_max'))}, {_fmt(counted.get('ops_closer'))}"
+            if counted
+            else "-"
         )
         lines.append(
-            f"{n:>5} | {_time(ours):>9} | {_time(tp):>12} | {_ratio(tp, ours):>7} | "
+            f"{n:>5} | {_time(ours):>9} | {_time(mem):>9} | {_time(tp):>12} | "
+            f"{_ratio(tp, ours):>7} | "
             f"{_time(torch):>12} | {_ratio(torch, ours):>7} | {ours_ops:>37} | "
             f"{_fmt((tp or {}).get('ops_per_agent_median')):>10} | "
             f"{_fmt((torch or {}).get('ops_per_agent_median')):>13}"
@@ -81,7 +88,8 @@ def write_plot(results: list[Result], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for impl, marker in (("ours", "o"), ("tensorplay", "s"), ("torch", "^")):
+    impls = (("ours", "o"), ("ours-memory", "x"), ("tensorplay", "s"), ("torch", "^"))
+    for impl, marker in impls:
         rows = sorted(
             (r for r in results if r["impl"] == impl and r["scenario"] == "none"),
             key=lambda r: r["size"],

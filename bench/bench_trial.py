@@ -93,7 +93,7 @@ class _Procs:
                 pass
 
 
-def _time_wait_sockets() -> int:
+def time_wait_sockets() -> int:
     """TCP sockets in TIME_WAIT on this host (the port budget the TCPStore burns)."""
     try:
         for line in Path("/proc/net/sockstat").read_text().splitlines():
@@ -120,9 +120,9 @@ def _host_args(spec: TrialSpec, port: int, first: int, count: int, role: str) ->
 def _layout(spec: TrialSpec) -> list[tuple[int, int, str]]:
     """(first index, count, role) per host process; a victim or late joiner gets its own."""
     plain = spec.size - (1 if spec.scenario in ("leave", "crash") else 0)
+    per_process = plain if spec.impl == "ours-memory" else spec.per_process
     hosts = [
-        (first, min(spec.per_process, plain - first), "agent")
-        for first in range(0, plain, spec.per_process)
+        (first, min(per_process, plain - first), "agent") for first in range(0, plain, per_process)
     ]
     if spec.scenario in ("leave", "crash"):
         hosts.append((spec.size - 1, 1, spec.scenario))
@@ -139,10 +139,13 @@ def run_trial(spec: TrialSpec, log: IO[str]) -> dict[str, Any]:
     """
     procs = _Procs(log)
     records: dict[int, dict[str, Any]] = {}
-    status, tw_peak, tw_start = "ok", 0, _time_wait_sockets()
+    status, tw_peak, tw_start = "ok", 0, time_wait_sockets()
     try:
-        procs.start("server", ["server", "--impl", spec.impl, "--timeout", str(3 * spec.timeout)])
-        port = _await_port(procs)
+        port = 0
+        if spec.impl != "ours-memory":  # the in-process variant needs no server
+            server = ["server", "--impl", spec.impl, "--timeout", str(3 * spec.timeout)]
+            procs.start("server", server)
+            port = _await_port(procs)
         hosts = _layout(spec)
         for first, count, role in hosts:
             procs.start(f"h{first}", _host_args(spec, port, first, count, role))
@@ -152,9 +155,10 @@ def run_trial(spec: TrialSpec, log: IO[str]) -> dict[str, Any]:
         deadline = time.monotonic() + spec.timeout + 5.0
         waiting = {f"h{first}" for first, _, _ in hosts}
         while waiting and time.monotonic() < deadline:
-            tw_peak = max(tw_peak, _time_wait_sockets())
-            if procs.procs["server"].poll() is not None:
-                status = f"server died (exit {procs.procs['server'].returncode})"
+            tw_peak = max(tw_peak, time_wait_sockets())
+            server_proc = procs.procs.get("server")
+            if server_proc is not None and server_proc.poll() is not None:
+                status = f"server died (exit {server_proc.returncode})"
                 break
             item = procs.next(deadline)
             if item is None:

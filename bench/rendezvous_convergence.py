@@ -25,9 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_trial import TrialSpec, run_trial
+from bench_trial import TrialSpec, run_trial, time_wait_sockets
 
-IMPLS = ("ours", "tensorplay", "torch")
+IMPLS = ("ours", "ours-memory", "tensorplay", "torch")
 SCENARIOS = ("leave", "crash", "late")
 
 
@@ -66,6 +66,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scenario-expiry", type=float, default=2.0, help="heartbeat timeout")
     parser.add_argument("--scenario-last-call", type=float, default=0.1)
     parser.add_argument("--watch-interval", type=float, default=0.1)
+    parser.add_argument(
+        "--settle-below",
+        type=int,
+        default=5000,
+        help="before each trial, wait (at most --settle-max s) until the host has fewer TCP "
+        "sockets in TIME_WAIT than this: earlier trials and other programs share the port budget",
+    )
+    parser.add_argument("--settle-max", type=float, default=65.0)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument(
@@ -80,7 +88,7 @@ def plan(args: argparse.Namespace) -> list[TrialSpec]:
         TrialSpec(impl=impl, size=n, timeout=args.timeout, per_process=args.per_process)
         for impl in args.impl
         for n in args.sizes
-        if impl == "ours" or n <= args.anchor_max
+        if impl.startswith("ours") or n <= args.anchor_max
     ]
     if "ours" in args.impl:
         specs += [
@@ -114,12 +122,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"... {spec.impl} N={spec.size} {spec.scenario}", file=sys.stderr, flush=True)
             log.write(f"=== {time.strftime('%H:%M:%S')} {spec}\n")
             log.flush()
+            settled = settle(args.settle_below, args.settle_max)
             summary = run_trial(spec, log)
+            summary["settle_wait_s"] = settled
             results.append(summary)
             print(f"    {summary['status']}", file=sys.stderr, flush=True)
             if summary["status"] != "ok" and not args.keep_going:
                 failed.add((spec.impl, spec.scenario))
     return {"machine": machine(), "args": _jsonable(vars(args)), "results": results}
+
+
+def settle(below: int, at_most: float) -> float:
+    """Wait until fewer than ``below`` sockets are in TIME_WAIT (or ``at_most`` seconds pass).
+
+    TIME_WAIT lasts 60 s and every TCPStore call leaves one, so a trial right after a big one
+    would otherwise inherit its port debt. Returns how long it waited.
+    """
+    start = time.monotonic()
+    while time.monotonic() - start < at_most and time_wait_sockets() >= below:
+        time.sleep(1.0)
+    return time.monotonic() - start
 
 
 def _skipped(spec: TrialSpec) -> dict[str, Any]:
