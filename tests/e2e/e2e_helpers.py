@@ -63,3 +63,9 @@ def descendants(pid: int) -> list[psutil.Process]:
         return psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
+
+
+def rank_times(factor: int) -> tuple[int, int]:
+    """A callable worker for elastic_launch: returns (its global rank, rank * factor)."""
+    rank = int(os.environ["RANK"])
+    return rank, rank * factor
