@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tpelastic.adapters.stores import MemoryStore, TensorplayStore, tcp_store
+from tpelastic.adapters.stores import MemoryStore, StoreUnavailable, TensorplayStore, tcp_store
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.rendezvous import (
@@ -399,3 +399,48 @@ def test_regression_a_slot_never_written_cannot_hold_the_join_past_its_deadline(
         with pytest.raises(RendezvousJoinTimeoutError, match="1 arrival\\(s\\) never wrote"):
             joining.result(timeout=5.0)
     handler.shutdown()
+
+
+class _FailsFast:
+    """A store whose first ``n`` calls fail at once, as a TCPStore call does when it hits port
+    or accept-backlog pressure ("request failed"). A stand-in, because that pressure cannot be
+    produced on demand without starving every other test on the machine of ports."""
+
+    def __init__(self, inner: MemoryStore, n: int) -> None:
+        self._inner = inner
+        self.failures_left = n
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+
+        def call(*args: Any) -> Any:
+            if self.failures_left > 0:
+                self.failures_left -= 1
+                raise StoreUnavailable("TCPStore compareSet: request failed")
+            return method(*args)
+
+        return call
+
+
+def test_p10d_backend_retries_fast_failures_of_idempotent_calls_only() -> None:
+    inner = MemoryStore()
+    backend = P10dRendezvousBackend(_FailsFast(inner, 3))  # type: ignore[arg-type]
+    backend.set("k", b"v")  # three fast failures, then it lands
+    assert inner.get("k") == b"v"
+    flaky = _FailsFast(inner, 1)
+    with pytest.raises(StoreUnavailable):
+        P10dRendezvousBackend(flaky).add("n", 1)  # type: ignore[arg-type]
+    assert inner.get("n") is None  # add is never retried: it could count twice
+    with pytest.raises(StoreUnavailable):
+        P10dRendezvousBackend(_FailsFast(inner, 5)).get("k")  # type: ignore[arg-type]
+
+
+def test_p10d_backend_does_not_retry_an_unreachable_server() -> None:
+    probe = tcp_store("127.0.0.1", 0, is_server=True, timeout=1.0)
+    port = probe.raw.port
+    probe.close()  # nothing listens there now
+    backend = P10dRendezvousBackend(tcp_store("127.0.0.1", port, is_server=False, timeout=0.7))
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable):
+        backend.get("k")
+    assert time.monotonic() - started < 1.3  # one read timeout, not four

@@ -14,10 +14,15 @@ pickled blob: see ``specs/rendezvous_join.md``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.stores.errors import StoreUnavailable
 from tpelastic.adapters.stores.prefixed import PrefixedStore
+
+T = TypeVar("T")
 
 
 class StoreRendezvousBackend:
@@ -43,17 +48,23 @@ class StoreRendezvousBackend:
         ``raw`` can be handed to tensorplay APIs."""
         return PrefixedStore(self._store, prefix)
 
+    def _again(self, call: Callable[[], T]) -> T:
+        """Run an idempotent call; subclasses may retry it on transient failures."""
+        return call()
+
     def get(self, key: str) -> bytes | None:
-        return self._store.get(key)
+        return self._again(lambda: self._store.get(key))
 
     def set(self, key: str, value: bytes) -> None:
-        self._store.set(key, value)
+        self._again(lambda: self._store.set(key, value))
 
     def add(self, key: str, amount: int) -> int:
+        # Never retried: a request that landed but whose reply was lost would count twice.
         return self._store.add(key, amount)
 
     def set_if_absent(self, key: str, value: bytes) -> tuple[bool, bytes]:
-        return self._store.set_if_absent(key, value)
+        # Retrying is safe: the reply the rendezvous reads is the value stored afterwards.
+        return self._again(lambda: self._store.set_if_absent(key, value))
 
     def compare_and_set(
         self, key: str, expected: bytes | None, value: bytes
@@ -61,10 +72,10 @@ class StoreRendezvousBackend:
         return self._store.compare_and_set(key, expected, value)
 
     def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
-        return self._store.wait_for(keys, timeout)
+        return self._again(lambda: self._store.wait_for(keys, timeout))
 
     def delete(self, key: str) -> None:
-        self._store.delete(key)
+        self._again(lambda: self._store.delete(key))
 
     def close(self) -> None:
         self._store.close()
@@ -87,9 +98,38 @@ class TpRendezvousBackend(StoreRendezvousBackend):
 
 
 class P10dRendezvousBackend(TpRendezvousBackend):
-    """Rendezvous state in a tensorplay ``TCPStore``."""
+    """Rendezvous state in a tensorplay ``TCPStore``.
+
+    Every TCPStore call opens a new connection, and under ephemeral-port or accept-backlog
+    pressure a call can fail at once ("request failed") although the server is fine. Such a
+    *fast* failure of an idempotent call is retried a few times with a short backoff; a slow
+    failure (the client already retried the connection for its whole read timeout) is not, so
+    an unreachable server still fails after one read timeout. ``add`` is never retried.
+
+    Args:
+        store: the TCPStore (wrapped as a ``TensorplayStore``).
+        retries: extra attempts after a fast failure.
+        fast: a failure that took less than this many seconds counts as transient.
+    """
 
     name = "p10d"
+
+    def __init__(self, store: KeyValueStore, *, retries: int = 3, fast: float = 0.5) -> None:
+        super().__init__(store)
+        self._retries = retries
+        self._fast = fast
+
+    def _again(self, call: Callable[[], T]) -> T:
+        for attempt in range(self._retries + 1):
+            started = time.monotonic()
+            try:
+                return call()
+            except StoreUnavailable:
+                transient = time.monotonic() - started < self._fast
+                if not transient or attempt == self._retries:
+                    raise
+            time.sleep(0.05 * 2**attempt)  # 50, 100, 200 ms: the backlog or ports drain
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 __all__ = ["P10dRendezvousBackend", "StoreRendezvousBackend", "TpRendezvousBackend"]
