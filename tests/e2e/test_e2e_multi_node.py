@@ -17,7 +17,7 @@ FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,j
 
 
 def node(
-    port: int, run_id: str, nnodes: str, log: Path, *worker_args: str
+    port: int, run_id: str, nnodes: str, log: Path, *worker_args: str, restarts: int = 0
 ) -> subprocess.Popen[bytes]:
     return tpstart(
         "--nnodes",
@@ -36,6 +36,8 @@ def node(
         FAST,
         "--monitor-interval",
         "0.1",
+        "--max-restarts",
+        str(restarts),
         WORKER,
         *worker_args,
         log=log,
@@ -134,3 +136,18 @@ def test_below_min_nodes_the_join_times_out_with_exit_3(tmp_path: Path, out: Pat
     assert finish(proc, tmp_path / "a.log", timeout=30) == 3, (tmp_path / "a.log").read_text()
     assert time.monotonic() - started < 20
     assert records(out) == []
+
+
+def test_a_worker_crash_restarts_every_node_once_with_one_restart_count(
+    tmp_path: Path, out: Path
+) -> None:
+    port = free_port()
+    crash = ("--out", str(out), "--crash-until", "1")  # global rank 0 dies in attempt 0
+    a = node(port, "crash", "2", tmp_path / "a.log", *crash, restarts=1)
+    b = node(port, "crash", "2", tmp_path / "b.log", *crash, restarts=1)
+    assert finish(a, tmp_path / "a.log") == 0, (tmp_path / "a.log").read_text()
+    assert finish(b, tmp_path / "b.log") == 0, (tmp_path / "b.log").read_text()
+    seen = records(out)
+    counts = sorted(r["env"]["TPELASTIC_RESTART_COUNT"] for r in seen)
+    assert counts == ["0"] * 4 + ["1"] * 4  # one restart, seen by all four workers
+    assert all(r["sum"] == 10.0 for r in seen)
