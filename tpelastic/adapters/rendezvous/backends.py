@@ -36,6 +36,7 @@ class StoreRendezvousBackend:
 
     def __init__(self, store: KeyValueStore) -> None:
         self._store = store
+        self._closed = False
 
     @property
     def store(self) -> KeyValueStore:
@@ -78,6 +79,7 @@ class StoreRendezvousBackend:
         self._again(lambda: self._store.delete(key))
 
     def close(self) -> None:
+        self._closed = True
         self._store.close()
 
     def __repr__(self) -> str:
@@ -125,7 +127,7 @@ class P10dRendezvousBackend(TpRendezvousBackend):
             try:
                 return call()
             except StoreUnavailable:
-                transient = time.monotonic() - started < self._fast
+                transient = time.monotonic() - started < self._fast and not self._closed
                 if not transient or attempt == self._retries:
                     raise
             time.sleep(0.05 * 2**attempt)  # 50, 100, 200 ms: the backlog or ports drain
