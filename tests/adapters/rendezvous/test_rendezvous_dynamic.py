@@ -21,6 +21,7 @@ from tpelastic.rendezvous import (
     DynamicRendezvousInfo,
     P10dRendezvousBackend,
     RendezvousClosedError,
+    RendezvousConnectionError,
     RendezvousError,
     RendezvousGracefulExitError,
     RendezvousJoinTimeoutError,
@@ -444,3 +445,18 @@ def test_p10d_backend_does_not_retry_an_unreachable_server() -> None:
     with pytest.raises(StoreUnavailable):
         backend.get("k")
     assert time.monotonic() - started < 1.3  # one read timeout, not four
+
+
+def test_unreachable_store_is_a_connection_error_within_the_read_timeout() -> None:
+    probe = tcp_store("127.0.0.1", 0, is_server=True, timeout=1.0)
+    port = probe.raw.port
+    probe.close()  # nothing listens there now
+    params = RendezvousParameters(
+        "tcp", f"127.0.0.1:{port}", "gone", 1, 1, is_host="false", read_timeout=0.8
+    )
+    handler = create_handler(params)
+    started = time.monotonic()
+    with pytest.raises(RendezvousConnectionError, match="run 'gone'.*could not connect"):
+        handler.next_rendezvous()
+    assert time.monotonic() - started < 3.0
+    assert handler.shutdown() in (True, False)  # never raises
