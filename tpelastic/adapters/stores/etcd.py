@@ -38,7 +38,7 @@ import threading
 import time
 import uuid
 from base64 import b64decode, b64encode
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tpelastic.adapters.stores.errors import StoreCorrupt, StoreUnavailable
@@ -88,6 +88,11 @@ def _b64(raw: bytes) -> str:
 def _value(kv: dict[str, Any] | None) -> bytes | None:
     # The gateway leaves out empty fields: a present key with b"" has no "value".
     return None if kv is None else b64decode(kv.get("value", ""))
+
+
+# What a conditional write should do, given the key's current value: (value to write, or None
+# to answer without writing; the call's answer, JSON-able when a value is written).
+_Plan = tuple[bytes | None, Any]
 
 
 class _Retry(Exception):
@@ -268,43 +273,37 @@ class EtcdStore:
         ]
         return bool(self._txn([compare], puts, []).get("succeeded", False))
 
-    def _conditional(self, key: str, decide: Any) -> Any:
-        """Run one exactly-once conditional write; ``decide(current)`` plans it.
-
-        ``decide`` gets the key's current value (None when absent) and returns either
-        ``("answer", result)`` to return without writing, or ``("write", value, result)``.
-        """
+    def _conditional(self, key: str, decide: Callable[[bytes | None], _Plan]) -> Any:
+        """Run one exactly-once conditional write planned by ``decide(current value)``."""
         marker = f"{self._marker_root}{threading.get_ident()}".encode()
-        seq = next(self._seq)
+        seq = str(next(self._seq)).encode()
         while True:
             kv, mark = self._snapshot(key, marker)
-            if mark is not None and mark.split(b" ", 1)[0] == str(seq).encode():
+            if mark is not None and mark.split(b" ", 1)[0] == seq:
                 return json.loads(mark.split(b" ", 1)[1])  # an earlier attempt landed
-            plan = decide(_value(kv))
-            if plan[0] == "answer":
-                return plan[1]
-            _, value, result = plan
-            tag = f"{seq} {json.dumps(result)}".encode()
+            value, answer = decide(_value(kv))
+            if value is None:
+                return answer
+            tag = seq + b" " + json.dumps(answer).encode()
             if self._write_if_unchanged(key, kv, value, marker, tag):
-                return result
+                return answer
+            # The key changed since the snapshot: plan again on its new value.
 
     def add(self, key: str, amount: int) -> int:
-        def decide(current: bytes | None) -> tuple[Any, ...]:
+        def decide(current: bytes | None) -> _Plan:
             try:
                 number = int((current or b"0").decode("ascii")) + int(amount)
             except (UnicodeDecodeError, ValueError):
                 raise StoreCorrupt(key, "add on a key that is not a counter") from None
-            return ("write", str(number).encode("ascii"), number)
+            return str(number).encode("ascii"), number
 
         return int(self._conditional(key, decide))
 
     def set_if_absent(self, key: str, value: bytes) -> tuple[bool, bytes]:
         value = bytes(value)
 
-        def decide(current: bytes | None) -> tuple[Any, ...]:
-            if current is not None:
-                return ("answer", (False, current))
-            return ("write", value, True)
+        def decide(current: bytes | None) -> _Plan:
+            return (None, (False, current)) if current is not None else (value, True)
 
         outcome = self._conditional(key, decide)
         return (True, value) if outcome is True else outcome
@@ -314,10 +313,8 @@ class EtcdStore:
     ) -> tuple[bool, bytes | None]:
         value = bytes(value)
 
-        def decide(current: bytes | None) -> tuple[Any, ...]:
-            if current != expected:
-                return ("answer", (False, current))
-            return ("write", value, True)
+        def decide(current: bytes | None) -> _Plan:
+            return (None, (False, current)) if current != expected else (value, True)
 
         outcome = self._conditional(key, decide)
         return (True, value) if outcome is True else outcome
