@@ -14,11 +14,8 @@ from tpelastic.adapters.rendezvous.backends import (
     TpRendezvousBackend,
 )
 from tpelastic.adapters.rendezvous.driver import KeepAlive, run_join
-from tpelastic.adapters.rendezvous.dynamic import (
-    DynamicRendezvousHandler,
-    DynamicRendezvousInfo,
-    create_dynamic_handler,
-)
+from tpelastic.adapters.rendezvous.dynamic import DynamicRendezvousHandler, DynamicRendezvousInfo
+from tpelastic.adapters.rendezvous.dynamic_factory import create_dynamic_handler
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousClosedError,
     RendezvousConnectionError,

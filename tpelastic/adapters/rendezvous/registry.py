@@ -109,7 +109,7 @@ def _load(point: EntryPoint) -> HandlerFactory:
 def builtin_registry() -> HandlerRegistry:
     """A new registry holding the built-in backends: ``static``, ``tcp`` (aliases ``c10d`` and
     ``p10d``) and ``file``."""
-    from tpelastic.adapters.rendezvous.dynamic import create_dynamic_handler
+    from tpelastic.adapters.rendezvous.dynamic_factory import create_dynamic_handler
     from tpelastic.adapters.rendezvous.static import create_static_handler
 
     registry = HandlerRegistry()
