@@ -8,6 +8,7 @@ Tests skip (with the reason) when the ``etcd`` binary is absent; ``.ci/run`` ins
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -64,6 +65,14 @@ def make_tls_files(where: Path) -> dict[str, str]:
         "-CAcreateserial", "-out", "node.pem", "-days", "1", "-extfile", "ext.cnf")  # fmt: skip
     return {name: str(where / file) for name, file in
             (("ca", "ca.pem"), ("cert", "node.pem"), ("key", "node.key"))}  # fmt: skip
+
+
+def _die_with_parent() -> None:
+    # Linux: the member gets SIGKILL if the test process dies without running ``stop``.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 class EtcdCluster:
@@ -130,7 +139,10 @@ class EtcdCluster:
         for index in range(len(self.names)):
             log = open(self.dir / f"{self.names[index]}.log", "ab")
             self.processes[index] = subprocess.Popen(
-                self._command(index), stdout=log, stderr=subprocess.STDOUT
+                self._command(index),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
             )
             log.close()  # the child holds its own copy
         deadline = time.monotonic() + timeout
