@@ -261,6 +261,7 @@ def config_from_args(ns: argparse.Namespace) -> Any:
             master_port=master_port,
             exit_barrier_timeout=_float("exit-barrier-timeout", ns.exit_barrier_timeout),
             events=ns.events,
+            standalone=bool(ns.standalone),
         )
     except ConfigError as error:
         raise UsageError(str(error)) from None

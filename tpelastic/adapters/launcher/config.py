@@ -66,6 +66,8 @@ class LaunchConfig:
         exit_barrier_timeout: how long a finished node waits for the others.
         metrics_cfg: metric group -> handler name (``console``, ``logging``, ``null``).
         events: where agent events go (``null``, ``console``, ``logging``, ``jsonl:<path>``).
+        standalone: a job on this machine only; with ``max_nodes == 1`` the rendezvous state
+            lives in the agent's memory (no store server, no tensorplay import in the agent).
 
     Raises:
         ConfigError: on any bad value, naming the setting.
@@ -92,6 +94,7 @@ class LaunchConfig:
     exit_barrier_timeout: float = field(default=300.0, validator=_seconds)
     metrics_cfg: dict[str, str] = field(factory=dict)
     events: str = field(default="null", validator=validators.instance_of(str))
+    standalone: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.max_nodes < self.min_nodes:

@@ -74,12 +74,30 @@ def create_rendezvous_handler(config: LaunchConfig) -> Any:
         ConfigError: unknown backend or bad options for it (one line).
         RendezvousError: the backend could not reach or host its store.
     """
+    if config.standalone and config.max_nodes == 1:
+        return _in_memory_handler(config)
     params = rendezvous_parameters(config)
     _check_ports(config, params)
     from tpelastic.rendezvous import create_handler
 
     try:
         return create_handler(params)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def _in_memory_handler(config: LaunchConfig) -> Any:
+    # One node alone: nobody else reads the rendezvous state, so an in-process store serves it
+    # with the same dynamic handler (and no store server or tensorplay import in the agent).
+    from tpelastic.adapters.rendezvous.dynamic import DynamicRendezvousHandler
+    from tpelastic.adapters.stores.memory import MemoryStore
+
+    options = config.rendezvous_config()
+    try:
+        params = RendezvousParameters(
+            "tcp", "127.0.0.1:0", config.run_id, 1, 1, config.local_addr or "127.0.0.1", **options
+        )
+        return DynamicRendezvousHandler.from_parameters(params, MemoryStore())
     except ValueError as error:
         raise ConfigError(str(error)) from None
 
