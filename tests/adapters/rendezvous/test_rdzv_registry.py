@@ -79,7 +79,7 @@ def test_unknown_name_is_one_line_listing_known_names() -> None:
         registry.create_handler(_params("nope"))
     assert (
         str(caught.value)
-        == "unknown rendezvous backend 'nope' (known: c10d, file, p10d, static, tcp, zeta)"
+        == "unknown rendezvous backend 'nope' (known: c10d, etcd, file, p10d, static, tcp, zeta)"
     )
 
 
@@ -143,7 +143,7 @@ def test_entry_point_is_loaded_only_when_asked(installed_plugin: Path) -> None:
     assert "demo" not in registry.names()  # not loaded eagerly
     handler = registry.create_handler(_params("demo"))
     assert isinstance(handler, _Handler)
-    assert registry.names() == ["c10d", "demo", "file", "p10d", "static", "tcp"]
+    assert registry.names() == ["c10d", "demo", "etcd", "file", "p10d", "static", "tcp"]
     assert sys.modules["tpe_plugin_demo"].LOADS == ["demo"]
 
 

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import json
 import queue
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tpelastic.adapters.stores import TensorplayStore, file_store, tcp_store
+from tpelastic.adapters.stores import file_store, tcp_store
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.rendezvous import (
     DynamicRendezvousHandler,
@@ -161,12 +163,16 @@ def _agree(rounds: list[Event], world: int, round_no: int) -> None:
     assert len({tuple(r["master"]) for r in rounds}) == 1  # one bootstrap endpoint
 
 
-@pytest.fixture(params=["tcp", "file"])
+@pytest.fixture(params=["tcp", "file", "etcd"])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Cluster, Any]]:
-    """A cluster over a TCPStore hosted by the test, or over a FileStore in a temp dir; the
-    second item is a client of the same store, for the test to look at the keys."""
+    """A cluster over a TCPStore hosted by the test, a FileStore in a temp dir, or a real etcd;
+    the second item is a client of the same store, for the test to look at the keys."""
     run_id = f"agents-{request.node.name.split('[')[0][-20:]}"
-    store: TensorplayStore
+    store: Any
+    if request.param == "etcd":
+        with _etcd_agents(run_id) as pair:
+            yield pair
+        return
     if request.param == "tcp":
         server = tcp_store("127.0.0.1", 0, is_server=True, timeout=5.0)
         cluster = Cluster("tcp", f"127.0.0.1:{server.raw.port}", run_id)
@@ -271,7 +277,32 @@ def _params(agents_of: Cluster) -> RendezvousParameters:
     return RendezvousParameters(spec["backend"], spec["endpoint"], spec["run_id"], 2, 2, **CONF)
 
 
-def _client(agents_of: Cluster, store: TensorplayStore) -> TensorplayStore:
+@contextmanager
+def _etcd_agents(run_id: str) -> Iterator[tuple[Cluster, Any]]:
+    """Agents over a real single-member etcd (CI installs etcd-server; skipped where absent)."""
+    if shutil.which("etcd") is None:
+        pytest.skip("the etcd binary is not installed (CI installs Debian's etcd-server)")
+    fixtures = str(Path(__file__).resolve().parent.parent / "stores")
+    if fixtures not in sys.path:
+        sys.path.insert(0, fixtures)
+    from etcd_fixtures import etcd_cluster
+
+    from tpelastic.adapters.stores.etcd import EtcdStore
+
+    with etcd_cluster(1) as etcd:
+        host, port = etcd.endpoints[0]
+        cluster = Cluster("etcd", f"{host}:{port}", run_id)
+        store = EtcdStore(etcd.endpoints, timeout=5.0)
+        try:
+            yield cluster, store
+        finally:
+            cluster.stop()
+            store.close()
+
+
+def _client(agents_of: Cluster, store: Any) -> Any:
+    if agents_of.spec["backend"] == "etcd":
+        return store
     if agents_of.spec["backend"] == "tcp":
         return tcp_store("127.0.0.1", store.raw.port, is_server=False, timeout=5.0)
     return file_store(agents_of.spec["endpoint"])
@@ -303,3 +334,21 @@ def test_agents_host_the_store_themselves_when_the_endpoint_is_theirs() -> None:
         assert [a.exit_code() for a in agents] == [0, 0, 0]
     finally:
         agents_of.stop()
+
+
+def test_etcd_down_entirely_is_a_connection_error_within_the_timeout() -> None:
+    """Nothing listens at the etcd endpoints: one-line error within read_timeout."""
+    pytest.importorskip("etcd3gw")
+    from tpelastic.rendezvous import RendezvousConnectionError, create_handler
+
+    probe = tcp_store("127.0.0.1", 0, is_server=True, timeout=5.0)
+    port = probe.raw.port
+    probe.close()  # a port nobody listens on now
+    params = RendezvousParameters(
+        "etcd", f"127.0.0.1:{port},127.0.0.1:{port}", "down", 1, 2, read_timeout="1"
+    )
+    started = time.monotonic()
+    with pytest.raises(RendezvousConnectionError) as caught:
+        create_handler(params)
+    assert time.monotonic() - started < 5.0
+    assert "\n" not in str(caught.value) and f"127.0.0.1:{port}" in str(caught.value)

@@ -108,14 +108,16 @@ def _load(point: EntryPoint) -> HandlerFactory:
 
 def builtin_registry() -> HandlerRegistry:
     """A new registry holding the built-in backends: ``static``, ``tcp`` (aliases ``c10d`` and
-    ``p10d``) and ``file``."""
+    ``p10d``), ``file`` and ``etcd``."""
     from tpelastic.adapters.rendezvous.dynamic_factory import create_dynamic_handler
+    from tpelastic.adapters.rendezvous.etcd_factory import create_etcd_handler
     from tpelastic.adapters.rendezvous.static import create_static_handler
 
     registry = HandlerRegistry()
     registry.register("static", create_static_handler)
     registry.register("tcp", create_dynamic_handler, aliases=("c10d", "p10d"))
     registry.register("file", create_dynamic_handler)
+    registry.register("etcd", create_etcd_handler)
     return registry
 
 

@@ -1,0 +1,60 @@
+"""The factory of the ``etcd`` backend: an etcd cluster holds the rendezvous state.
+
+The endpoint lists the members (``host1:port,host2:port``); ``--rdzv-conf`` keys:
+``etcd_prefix`` (key prefix, default ``/tpelastic``), ``cacert``, ``cert``, ``key`` (TLS),
+``user``, ``password`` (etcd auth) and ``read_timeout`` (seconds one store call may take,
+trying every member in turn). The workers' bootstrap store is still a TCPStore hosted by the
+round's rank-0 agent; etcd only carries the rendezvous.
+"""
+
+from __future__ import annotations
+
+from tpelastic.adapters.rendezvous.backends import StoreRendezvousBackend
+from tpelastic.adapters.rendezvous.dynamic import DynamicRendezvousHandler
+from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
+from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
+from tpelastic.adapters.rendezvous.settings import RendezvousSettings
+
+
+class EtcdRendezvousBackend(StoreRendezvousBackend):
+    """Rendezvous state in an etcd cluster (through :class:`EtcdStore`)."""
+
+    name = "etcd"
+
+
+def _text(params: RendezvousParameters, key: str) -> str | None:
+    value = params.get(key)
+    return None if value is None or str(value) == "" else str(value)
+
+
+def create_etcd_handler(params: RendezvousParameters) -> DynamicRendezvousHandler:
+    """Build the dynamic handler over an :class:`EtcdStore` for ``params``.
+
+    Raises:
+        ValueError: a malformed endpoint list or option, in one line.
+        EtcdExtraMissing: the ``etcd`` extra is not installed (the message says how to install it).
+        RendezvousConnectionError: no member answers within ``read_timeout``.
+    """
+    from tpelastic.adapters.stores.errors import StoreUnavailable
+    from tpelastic.adapters.stores.etcd import EtcdStore, parse_endpoints
+
+    RendezvousSettings.from_parameters(params)  # bad config fails before anything connects
+    store = EtcdStore(
+        parse_endpoints(params.endpoint),
+        prefix=_text(params, "etcd_prefix") or "/tpelastic",
+        timeout=float(params.get("read_timeout", 60.0)),
+        ca_cert=_text(params, "cacert"),
+        cert=_text(params, "cert"),
+        key=_text(params, "key"),
+        user=_text(params, "user"),
+        password=_text(params, "password"),
+    )
+    try:
+        store.get("probe")  # fail now, in one line, when no member answers
+    except StoreUnavailable as error:
+        store.close()
+        raise RendezvousConnectionError(f"etcd at {params.endpoint}: {error}") from error
+    return DynamicRendezvousHandler.from_parameters(params, EtcdRendezvousBackend(store))
+
+
+__all__ = ["EtcdRendezvousBackend", "create_etcd_handler"]
