@@ -17,19 +17,24 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def _time(result: Result | None) -> str:
+    """'last / first': seconds from the last (first) join call until every agent has its round."""
     if result is None:
         return "-"
     if result["status"] != "ok":
         return str(result["status"])
-    return _fmt(result.get("last_join_call_to_all_done_s"))
+    last = _fmt(result.get("last_join_call_to_all_done_s"), 2)
+    return f"{last} / {_fmt(result.get('first_call_to_all_done_s'), 2)}"
 
 
 def _ratio(anchor: Result | None, ours: Result | None) -> str:
+    """Anchor time over ours, for both clocks ('last / first')."""
     if not anchor or not ours or anchor["status"] != "ok" or ours["status"] != "ok":
         return "-"
-    mine = ours.get("last_join_call_to_all_done_s") or 0.0
-    theirs = anchor.get("last_join_call_to_all_done_s") or 0.0
-    return f"{theirs / mine:.1f}x" if mine > 0 else "-"
+    parts = []
+    for key in ("last_join_call_to_all_done_s", "first_call_to_all_done_s"):
+        mine, theirs = ours.get(key) or 0.0, anchor.get(key) or 0.0
+        parts.append(f"{theirs / mine:.1f}x" if mine > 0 else "-")
+    return " / ".join(parts)
 
 
 def format_table(results: list[Result]) -> str:
@@ -38,9 +43,9 @@ def format_table(results: list[Result]) -> str:
     conv = {(r["impl"], r["size"]): r for r in results if r["scenario"] == "none"}
     sizes = sorted({size for _, size in conv})
     lines = [
-        "convergence: seconds from the last join call until every agent has its round",
-        f"{'N':>5} | {'ours':>9} | {'ours-mem':>9} | {'tensorplay':>12} | {'ratio':>7} | "
-        f"{'torch':>12} | {'ratio':>7} | ops/agent ours (follower max, closer) | tp ops med | "
+        "convergence: seconds from the last / first join call until every agent has its round",
+        f"{'N':>5} | {'ours':>11} | {'ours-mem':>11} | {'tensorplay':>11} | {'ratio':>11} | "
+        f"{'torch':>11} | {'ratio':>11} | ops/agent ours (follower max, closer) | tp ops med | "
         "torch ops med",
     ]
     for n in sizes:
@@ -54,9 +59,9 @@ def format_table(results: list[Result]) -> str:
             else "-"
         )
         lines.append(
-            f"{n:>5} | {_time(ours):>9} | {_time(mem):>9} | {_time(tp):>12} | "
-            f"{_ratio(tp, ours):>7} | "
-            f"{_time(torch):>12} | {_ratio(torch, ours):>7} | {ours_ops:>37} | "
+            f"{n:>5} | {_time(ours):>11} | {_time(mem):>11} | {_time(tp):>11} | "
+            f"{_ratio(tp, ours):>11} | "
+            f"{_time(torch):>11} | {_ratio(torch, ours):>11} | {ours_ops:>37} | "
             f"{_fmt((tp or {}).get('ops_per_agent_median')):>10} | "
             f"{_fmt((torch or {}).get('ops_per_agent_median')):>13}"
         )
@@ -81,13 +86,15 @@ def format_table(results: list[Result]) -> str:
 
 
 def write_plot(results: list[Result], path: Path) -> None:
-    """Log-log plot of convergence time against N per implementation; failures are marked."""
+    """Log-log plots against N: convergence time (solid: from the last join call, dotted: from the
+    first) and store operations per agent (ours: follower and closer; anchors: median and max).
+    Sizes that failed are marked with a grey line and their status."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display here
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
     impls = (("ours", "o"), ("ours-memory", "x"), ("tensorplay", "s"), ("torch", "^"))
     for impl, marker in impls:
         rows = sorted(
@@ -97,24 +104,62 @@ def write_plot(results: list[Result], path: Path) -> None:
         done = [r for r in rows if r["status"] == "ok"]
         if done:
             xs = [r["size"] for r in done]
-            left.plot(
+            line = left.plot(
                 xs, [r["last_join_call_to_all_done_s"] for r in done], marker=marker, label=impl
+            )[0]
+            left.plot(
+                xs, [r["first_call_to_all_done_s"] for r in done], ":", color=line.get_color()
             )
-            ops = [r.get("ops_per_agent_median") for r in done]
-            right.plot(xs, ops, marker=marker, label=impl)
+            _plot_ops(right, impl, marker, done, line.get_color())
         for r in rows:
             if r["status"] not in ("ok", "skipped"):
                 left.axvline(r["size"], linestyle=":", color="grey")
                 left.annotate(
-                    f"{impl}: {r['status'][:20]}", (r["size"], 1.0), rotation=90, fontsize=7
+                    f"{impl}: {r['status'][:20]}", (r["size"], 0.02), rotation=90, fontsize=7
                 )
-    left.set(xscale="log", yscale="log", xlabel="agents N", ylabel="seconds after last join call")
-    left.set_title("convergence (min = max = N)")
-    right.set(xscale="log", yscale="log", xlabel="agents N", ylabel="store ops per agent (median)")
-    right.set_title("store operations per agent")
+    left.set(xscale="log", yscale="log", xlabel="agents N", ylabel="seconds until all have a round")
+    left.set_title("convergence, min = max = N (dotted: from first call)")
+    right.set(xscale="log", yscale="log", xlabel="agents N", ylabel="store operations per agent")
+    right.set_title("store operations per agent per round")
     for axis in (left, right):
         axis.grid(True, which="both", alpha=0.3)
-        axis.legend()
+        axis.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_ops(axis: Any, impl: str, marker: str, done: list[Result], color: str) -> None:
+    xs = [r["size"] for r in done]
+    if impl.startswith("ours"):
+        axis.plot(
+            xs,
+            [r["ops_follower_max"] for r in done],
+            marker=marker,
+            color=color,
+            label=f"{impl} follower",
+        )
+        axis.plot(
+            xs,
+            [r["ops_closer"] for r in done],
+            "--",
+            marker=marker,
+            color=color,
+            label=f"{impl} closer",
+        )
+    else:
+        axis.plot(
+            xs,
+            [r["ops_per_agent_median"] for r in done],
+            marker=marker,
+            color=color,
+            label=f"{impl} median",
+        )
+        axis.plot(
+            xs,
+            [r["ops_per_agent_max"] for r in done],
+            "--",
+            marker=marker,
+            color=color,
+            label=f"{impl} max",
+        )

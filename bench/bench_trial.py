@@ -167,6 +167,9 @@ def run_trial(spec: TrialSpec, log: IO[str]) -> dict[str, Any]:
             if tag in ("REC", "EVENT"):
                 data = json.loads(body)
                 records.setdefault(data["index"], {}).update(data)
+            elif tag == "HOSTDONE" and json.loads(body).get("alive"):
+                status = "timeout"  # the host gave up on agents still joining at its deadline
+                waiting.discard(name)
             elif tag in ("HOSTDONE", "EOF"):
                 waiting.discard(name)
         if waiting and status == "ok":
