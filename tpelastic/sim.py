@@ -14,6 +14,15 @@ from tpelastic.adapters.sim.scenario_file import load_scenario
 from tpelastic.adapters.sim.trace import record_to_event, write_trace
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.sim.cluster import Cluster, SimNode, SimRecord, SimulationStuck, Status
+from tpelastic.core.sim.explore import (
+    Bounds,
+    Counterexample,
+    Exploration,
+    Violation,
+    explore,
+    formed_prefix,
+    replay,
+)
 from tpelastic.core.sim.rng import SplitMix64
 from tpelastic.core.sim.run import RoundStat, SimReport, SimSummary, run_scenario
 from tpelastic.core.sim.scenario import (
@@ -25,6 +34,13 @@ from tpelastic.core.sim.scenario import (
 )
 
 __all__ = [
+    "Bounds",
+    "Counterexample",
+    "Exploration",
+    "Violation",
+    "explore",
+    "formed_prefix",
+    "replay",
     "Cluster",
     "Fault",
     "FaultRate",
