@@ -1,0 +1,146 @@
+"""The simulator agrees with the real driver: the same small scenario (three nodes form a round,
+one node's workers fail, then it leaves) gives the same membership sequence in the simulator and
+with ``run_join`` + ``KeepAlive`` threads over a real tensorplay TCPStore on 127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.rendezvous.driver import KeepAlive, execute_ops, run_join
+from tpelastic.adapters.stores import tcp_store
+from tpelastic.core.rendezvous import membership
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.ops import JoinSucceeded
+from tpelastic.core.rendezvous.records import RoundResult
+from tpelastic.core.sim.cluster import Cluster
+
+CONFIG = RendezvousConfig(
+    min_nodes=2,
+    max_nodes=3,
+    join_timeout=20.0,
+    last_call_timeout=1.0,
+    heartbeat_interval=0.2,
+    heartbeat_timeout=3.0,  # generous: a loaded CI machine must not make anyone look dead
+)
+NODES = ("a", "b", "c")
+RUN = "agree"
+# (round, members, restart count): what both worlds must go through.
+Membership = tuple[int, tuple[str, ...], int]
+
+
+def membership_of(result: RoundResult) -> Membership:
+    members = tuple(sorted(p.node for p in result.participants))
+    return (result.round_no, members, result.restart_count)
+
+
+def simulated() -> list[Membership]:
+    cluster = Cluster(config=CONFIG)
+    for node in NODES:
+        cluster.start(node)
+    cluster.advance(2.0)
+    cluster.fail_workers("c")
+    cluster.advance(3.0)
+    cluster.leave("c")
+    cluster.advance(3.0)
+    results = cluster.results()
+    return [membership_of(results[r]) for r in sorted(results)]
+
+
+def in_threads(work: dict[str, Callable[[], JoinSucceeded | None]]) -> dict[str, JoinSucceeded]:
+    """Run one callable per node in its own thread; re-raise the first error; bounded wait."""
+    done: dict[str, JoinSucceeded] = {}
+    errors: list[BaseException] = []
+
+    def run(node: str, fn: Callable[[], JoinSucceeded | None]) -> None:
+        try:
+            joined = fn()
+            if joined is not None:
+                done[node] = joined
+        except BaseException as error:  # surfaced below, not lost in the thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=item) for item in work.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(t.is_alive() for t in threads), "a node never finished its join"
+    if errors:
+        raise errors[0]
+    return done
+
+
+def follow(store: KeyValueStore, node: str, result: RoundResult) -> JoinSucceeded:
+    """What an agent does between rounds: look at the next round each heartbeat interval and
+    rejoin once it is opened."""
+    keys, deadline = RunKeys(RUN), time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        seen = membership.read_watch(
+            execute_ops(store, membership.watch_ops(keys, result.round_no))
+        )
+        if seen.next_opened is not None:
+            return run_join(
+                store, CONFIG, run_id=RUN, node=node, from_round=result.round_no, reason="rejoin"
+            )
+        time.sleep(CONFIG.heartbeat_interval)
+    raise AssertionError(f"{node} never saw round {result.round_no + 1} open")
+
+
+def real() -> list[Membership]:
+    server = tcp_store("127.0.0.1", 0, is_server=True, timeout=5.0)
+    port = server.raw.port
+    stores = {n: tcp_store("127.0.0.1", port, is_server=False, timeout=5.0) for n in NODES}
+    beats = {n: KeepAlive(stores[n], CONFIG, run_id=RUN, node=n).start() for n in NODES}
+    try:
+        first = in_threads({n: _joiner(stores[n], n) for n in NODES})
+        r0 = first["a"].result
+
+        def failed_c() -> JoinSucceeded:
+            return run_join(
+                stores["c"], CONFIG, run_id=RUN, node="c", from_round=r0.round_no, reason="failure"
+            )
+
+        second = in_threads(
+            {
+                "a": lambda: follow(stores["a"], "a", r0),
+                "b": lambda: follow(stores["b"], "b", r0),
+                "c": failed_c,
+            }
+        )
+        r1 = second["a"].result
+        beats["c"].stop()
+        execute_ops(stores["c"], membership.leave_ops(RunKeys(RUN), r1, "c"))
+        third = in_threads(
+            {
+                "a": lambda: follow(stores["a"], "a", r1),
+                "b": lambda: follow(stores["b"], "b", r1),
+            }
+        )
+        rounds = [r0, r1, third["a"].result]
+        for joined in (first, second, third):
+            assert len({j.result for j in joined.values()}) == 1, "nodes disagree on a round"
+        return [membership_of(r) for r in rounds]
+    finally:
+        for keep_alive in beats.values():
+            keep_alive.stop()
+        for store in stores.values():
+            store.close()
+        server.close()
+
+
+def _joiner(store: KeyValueStore, node: str) -> Callable[[], JoinSucceeded]:
+    return lambda: run_join(store, CONFIG, run_id=RUN, node=node)
+
+
+def test_the_simulator_and_the_real_driver_form_the_same_rounds() -> None:
+    expected = [
+        (0, ("a", "b", "c"), 0),
+        (1, ("a", "b", "c"), 1),  # c's workers failed: one restart, everyone rejoins
+        (2, ("a", "b"), 1),  # c left gracefully: no restart spent
+    ]
+    assert simulated() == expected
+    assert real() == expected
