@@ -9,137 +9,42 @@ heartbeat interval, rejoins when that round opens (or opens it when nodes wait a
 watches its ring successor, and fences itself when its own heartbeats fail for longer than
 ``heartbeat_timeout - heartbeat_interval`` (before anyone can declare it dead).
 
-Latency: a batch sent at ``t`` is applied, and its replies arrive, at ``t + latency`` (plus the
-node's own extra latency when it is slow); a blocked wait wakes ``latency`` after its key appears.
-With zero latency a node's batches apply at once, as in a perfect store. A batch that reaches an
-unavailable store, or comes from a partitioned node, fails: a join then ends the way the real
-driver ends it (a connection error), and the agent retries after ``retry_after`` or exits.
+Driving the join machine itself (store batches, latency, waits, connection failures) is
+:mod:`tpelastic.core.sim.joining`; virtual time is :mod:`tpelastic.core.sim.queue`.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable
+from attrs import define
 
-from attrs import define, field, frozen
+from tpelastic.core.rendezvous import membership
+from tpelastic.core.rendezvous.ops import Add, Get, Reply
+from tpelastic.core.rendezvous.records import RoundResult, decode_counter
+from tpelastic.core.sim.joining import MAX_STEPS_WITHOUT_WAITING, JoinDriver
+from tpelastic.core.sim.nodes import SimNode, SimRecord, Status
+from tpelastic.core.sim.queue import SimulationStuck
 
-from tpelastic.core.rendezvous import join, membership
-from tpelastic.core.rendezvous.config import RendezvousConfig
-from tpelastic.core.rendezvous.keys import RunKeys
-from tpelastic.core.rendezvous.liveness import LivenessTracker
-from tpelastic.core.rendezvous.ops import (
-    Add,
-    Get,
-    JoinFailed,
-    JoinSucceeded,
-    Op,
-    OpsDone,
-    Reply,
-    StoreOps,
-    StoreWait,
-    WaitEnded,
-)
-from tpelastic.core.rendezvous.records import RoundResult, decode_counter, decode_result
-from tpelastic.core.rendezvous.state import JoinRequested, JoinState
-from tpelastic.core.sim.queue import EventQueue, SimulationStuck
-from tpelastic.core.sim.store import SimStore
-from tpelastic.core.values import Emit, Rejected
-
-MAX_STEPS_WITHOUT_WAITING = 10_000
-OnReply = Callable[[tuple[Reply, ...] | None], None]
-
-__all__ = ["Cluster", "SimNode", "SimRecord", "SimulationStuck", "Status"]
-
-
-class Status(enum.Enum):
-    JOINING = "joining"
-    TRAINING = "training"
-    FAILED = "failed"  # the join ended without a round (closed, timeout, corrupt, connection)
-    LEFT = "left"
-    CRASHED = "crashed"
-    FENCED = "fenced"
-
-
-@frozen(kw_only=True)
-class SimRecord:
-    """One thing that happened, for the trace: virtual instant, name, node ('' for the run)."""
-
-    t: float
-    name: str
-    node: str = ""
-    fields: tuple[tuple[str, object], ...] = ()
+__all__ = [
+    "MAX_STEPS_WITHOUT_WAITING",
+    "Cluster",
+    "SimNode",
+    "SimRecord",
+    "SimulationStuck",
+    "Status",
+]
 
 
 @define
-class SimNode:
-    name: str
-    status: Status = Status.JOINING
-    join: JoinState = field(factory=JoinState)
-    world: RoundResult | None = None
-    last_round: int | None = None
-    wait: StoreWait | None = None
-    beating: bool = True
-    last_beat: float = 0.0
-    last_good_beat: float = 0.0
-    ring: LivenessTracker = field(factory=LivenessTracker)
-    failure: str = ""
-    completed_rounds: list[int] = field(factory=list)
-    partitioned: bool = False
-    extra_latency: float = 0.0
-    # Bumped whenever the node's outstanding request stops mattering (crash, new join, failure),
-    # so a reply or wake-up scheduled earlier is recognised as stale and dropped.
-    gen: int = 0
-    wait_id: int = 0
-    wake_due: bool = False
-    ticking: bool = False
-
-
-@define
-class Cluster:
+class Cluster(JoinDriver):
     """All nodes of one run. Every method is deterministic; time moves only in :meth:`advance`.
 
-    Attributes:
+    Attributes (see :class:`~tpelastic.core.sim.joining.JoinDriver` for all of them):
         latency: seconds from sending a store batch to its replies (and from a key's arrival to
             the wake-up of a wait on it).
         retry_after: after a join fails to reach the store, the agent rejoins this many seconds
             later; None means it exits (status FAILED).
         detail: keep per-node log lines and records (turn off for very large runs).
     """
-
-    config: RendezvousConfig
-    keys: RunKeys = field(factory=lambda: RunKeys("sim"))
-    sim_store: SimStore = field(factory=SimStore)
-    nodes: dict[str, SimNode] = field(factory=dict)
-    log: list[str] = field(factory=list)
-    overlaps: list[str] = field(factory=list)
-    records: list[SimRecord] = field(factory=list)
-    latency: float = 0.0
-    retry_after: float | None = None
-    detail: bool = True
-    store_up: bool = True
-    # round -> [first instant a node trained in it, last such instant, how many nodes]
-    round_times: dict[int, list[float]] = field(factory=dict)
-    round_results: dict[int, RoundResult] = field(factory=dict)
-    # Virtual seconds, after the first full world formed, during which no full world trained.
-    lost: float = 0.0
-    _lost_since: float | None = field(default=None, alias="_lost_since")
-    _formed: bool = field(default=False, alias="_formed")
-    queue: EventQueue = field(factory=EventQueue)
-    _training: dict[int, int] = field(factory=dict, alias="_training")
-
-    @property
-    def now(self) -> float:
-        return self.queue.now
-
-    @property
-    def store(self) -> dict[str, bytes]:
-        return self.sim_store.data
-
-    @property
-    def store_ops(self) -> int:
-        return self.sim_store.ops
-
-    # --- faults and requests -------------------------------------------------------------------
 
     def start(self, name: str) -> None:
         """A new node (or a restarted one, under a new name) joins the run."""
@@ -256,14 +161,6 @@ class Cluster:
             raise ValueError(f"cannot advance by a negative duration ({seconds})")
         self.queue.run_until(self.now + seconds, self._limit())
 
-    def _settle(self) -> None:
-        # Called from inside the queue (a scheduled fault), the running loop settles it instead.
-        if not self.queue.running:
-            self.queue.run_until(self.now, self._limit())
-
-    def _limit(self) -> int:
-        return MAX_STEPS_WITHOUT_WAITING + 200 * len(self.nodes)
-
     def _arm_tick(self, node: SimNode) -> None:
         if not node.ticking:
             node.ticking = True
@@ -354,250 +251,3 @@ class Cluster:
                 self._begin_join(node, "membership", node.last_round)
 
     # --- the store, seen from a node -----------------------------------------------------------
-
-    def _reachable(self, node: SimNode) -> bool:
-        return self.store_up and not node.partitioned
-
-    def _latency(self, node: SimNode) -> float:
-        return self.latency + node.extra_latency
-
-    def _apply_from(self, node: SimNode, ops: tuple[Op, ...]) -> tuple[Reply, ...] | None:
-        """Apply a batch that reaches the store now; None when it cannot reach it."""
-        if not self._reachable(node):
-            self.sim_store.failed_batches += 1
-            return None
-        replies, woken = self.sim_store.apply(ops)
-        for name, token in woken:
-            self._wake(self.nodes[name], token)
-        return replies
-
-    def _request(
-        self, node: SimNode, ops: tuple[Op, ...], on_reply: OnReply, stale_ok: bool = False
-    ) -> None:
-        """Send ``ops``; call ``on_reply(replies or None)`` when the answer is back."""
-        delay = self._latency(node)
-        if delay == 0:
-            on_reply(self._apply_from(node, ops))
-            return
-        gen = node.gen
-
-        def arrive() -> None:
-            replies = self._apply_from(node, ops)
-            if stale_ok or node.gen == gen:
-                on_reply(replies)
-
-        self.queue.schedule(self.now + delay, arrive)
-
-    def _send(self, node: SimNode, ops: tuple[Op, ...]) -> None:
-        """Fire and forget: the batch lands after the node's latency, whatever becomes of it."""
-        if ops:
-            self._request(node, ops, lambda _replies: None, stale_ok=True)
-
-    def _wake(self, node: SimNode, token: int) -> None:
-        if node.wait_id != token or node.wait is None or node.wake_due:
-            return
-        if self.sim_store.present(node.wait.keys):
-            node.wake_due = True
-            self.queue.schedule(self.now + self._latency(node), lambda: self._end_wait(node, token))
-
-    def _end_wait(self, node: SimNode, token: int) -> None:
-        if node.wait_id != token or node.wait is None:
-            return
-        keys = node.wait.keys
-        node.wait, node.wake_due = None, False
-        node.wait_id += 1
-        self._feed(node, WaitEnded(present=self.sim_store.present(keys), now=self.now))
-
-    # --- driving the join machine --------------------------------------------------------------
-
-    def _begin_join(self, node: SimNode, reason: str, from_round: int | None) -> None:
-        self._set_status(node, Status.JOINING, None)
-        node.wait, node.wake_due = None, False
-        node.gen += 1
-        node.ring = LivenessTracker()
-        self._note(node, "rendezvous.join_started", "", reason=reason, from_round=from_round)
-        event = JoinRequested(
-            run_id=self.keys.run_id,
-            node=node.name,
-            now=self.now,
-            from_round=from_round,
-            reason=reason,
-        )
-        node.join = JoinState()
-        self._arm_tick(node)
-        self._feed(node, event)
-
-    def _feed(self, node: SimNode, event: object) -> None:
-        """Step the node's join machine until it blocks on a reply or a wait, or finishes."""
-        queue = [event]
-        steps = 0
-        while queue:
-            steps += 1
-            if steps > MAX_STEPS_WITHOUT_WAITING:
-                raise SimulationStuck(
-                    f"{node.name} took {steps} steps at t={self.now} without blocking "
-                    f"(phase {node.join.phase.name}): a loop in the join machine"
-                )
-            result = join.step(node.join, queue.pop(0), self.config)
-            node.join = result.state
-            for effect in result.effects:
-                nxt = self._effect(node, effect)
-                if nxt is not None:
-                    queue.append(nxt)
-
-    def _effect(self, node: SimNode, effect: object) -> object | None:
-        """Carry out one effect; return the event to feed at once, if any."""
-        if isinstance(effect, StoreOps):
-            return self._store_ops(node, effect.ops)
-        if isinstance(effect, StoreWait):
-            return self._store_wait(node, effect)
-        if isinstance(effect, JoinSucceeded):
-            self._complete(node, effect)
-        elif isinstance(effect, JoinFailed):
-            self._join_failed(node, f"{effect.kind}: {effect.reason}")
-        elif isinstance(effect, Emit):
-            self._note(node, effect.name, "", **effect.as_dict())
-        elif isinstance(effect, Rejected):
-            raise SimulationStuck(
-                f"{node.name}: the join machine rejected {effect.event} in {effect.phase}: "
-                f"{effect.reason}"
-            )
-        return None
-
-    def _store_ops(self, node: SimNode, ops: tuple[Op, ...]) -> object | None:
-        gen = node.gen
-        if self._latency(node) == 0:
-            replies = self._apply_from(node, ops)
-            if replies is None:
-                self._connection_lost(node)
-                return None
-            return OpsDone(replies=replies, now=self.now)
-
-        def answer(replies: tuple[Reply, ...] | None) -> None:
-            if node.gen != gen:
-                return
-            if replies is None:
-                self._connection_lost(node)
-            else:
-                self._feed(node, OpsDone(replies=replies, now=self.now))
-
-        self._request(node, ops, answer)
-        return None
-
-    def _store_wait(self, node: SimNode, wait: StoreWait) -> object | None:
-        if not self._reachable(node):
-            self._connection_lost(node)
-            return None
-        present = self.sim_store.present(wait.keys)
-        node.wait, node.wake_due = wait, False
-        node.wait_id += 1
-        token = node.wait_id
-        if present or wait.deadline <= self.now:
-            if self._latency(node) == 0:
-                node.wait = None
-                return WaitEnded(present=present, now=self.now)
-            node.wake_due = True
-            self.queue.schedule(self.now + self._latency(node), lambda: self._end_wait(node, token))
-            return None
-        self.sim_store.wait_on(wait.keys, node.name, token)
-        self.queue.schedule(wait.deadline, lambda: self._end_wait(node, token))
-        return None
-
-    def _connection_lost(self, node: SimNode) -> None:
-        """What the real driver does when the store fails mid-join: the join ends with a
-        connection error; the agent then retries later or exits."""
-        reason, from_round = node.join.reason, node.join.from_round
-        self._join_failed(node, "connection: the store could not be reached")
-        if self.retry_after is not None:
-            gen = node.gen
-
-            def retry() -> None:
-                if node.gen == gen and node.status is Status.FAILED:
-                    self._begin_join(node, reason, from_round)
-
-            self.queue.schedule(self.now + self.retry_after, retry)
-
-    def _join_failed(self, node: SimNode, why: str) -> None:
-        self._set_status(node, Status.FAILED, None)
-        node.wait, node.failure = None, why
-        node.gen += 1
-        self._note(node, "rendezvous.join_failed", f"{node.name} join failed: {why}", reason=why)
-
-    def _complete(self, node: SimNode, done: JoinSucceeded) -> None:
-        result = done.result
-        self.round_results[result.round_no] = result
-        self._set_status(node, Status.TRAINING, result)
-        node.last_round = result.round_no
-        node.completed_rounds.append(result.round_no)
-        times = self.round_times.setdefault(result.round_no, [self.now, self.now, 0.0])
-        times[1], times[2] = self.now, times[2] + 1
-        self._note(
-            node,
-            "rendezvous.joined",
-            f"{node.name} is rank {done.rank}/{result.world_size} of round {result.round_no}",
-            round=result.round_no,
-            rank=done.rank,
-            world_size=result.world_size,
-            restart_count=result.restart_count,
-        )
-        if self._heart_failing(node):
-            self._fence_if_due(node)
-
-    # --- bookkeeping ---------------------------------------------------------------------------
-
-    def _set_status(self, node: SimNode, status: Status, world: RoundResult | None) -> None:
-        if node.status is Status.TRAINING and node.world is not None:
-            left = self._training[node.world.round_no] - 1
-            if left:
-                self._training[node.world.round_no] = left
-            else:
-                del self._training[node.world.round_no]
-        node.status, node.world = status, world
-        if status is Status.TRAINING and world is not None:
-            self._training[world.round_no] = self._training.get(world.round_no, 0) + 1
-            if len(self._training) > 1:
-                rounds = sorted(self._training)
-                self.overlaps.append(f"{self.now:.2f}: rounds {rounds} train side by side")
-        self._account_health()
-
-    def _account_health(self) -> None:
-        full = False
-        if len(self._training) == 1:
-            round_no, count = next(iter(self._training.items()))
-            full = count == self.round_results[round_no].world_size
-        if full:
-            self._formed = True
-            if self._lost_since is not None:
-                self.lost += self.now - self._lost_since
-                self._lost_since = None
-        elif self._formed and self._lost_since is None:
-            self._lost_since = self.now
-
-    def time_lost(self) -> float:
-        """Virtual seconds so far, after the first world formed, without a full world training."""
-        open_gap = self.now - self._lost_since if self._lost_since is not None else 0.0
-        return self.lost + open_gap
-
-    def _note(self, node: SimNode | None, name: str, text: str, /, **fields: object) -> None:
-        if not self.detail and node is not None and name.startswith("rendezvous.join"):
-            return
-        who = node.name if node is not None else ""
-        self.records.append(
-            SimRecord(t=self.now, name=name, node=who, fields=tuple(fields.items()))
-        )
-        if text and self.detail:
-            self.log.append(f"{self.now:8.2f} {text}")
-
-    # --- observations --------------------------------------------------------------------------
-
-    def training_rounds(self) -> frozenset[int]:
-        """The rounds whose worlds are training right now (one world at a time: at most one)."""
-        return frozenset(self._training)
-
-    def results(self) -> dict[int, RoundResult]:
-        found = {}
-        for key, raw in self.store.items():
-            if key.startswith(self.keys.namespace + "/r") and key.endswith("/result"):
-                result = decode_result(raw)
-                found[result.round_no] = result
-        return found
