@@ -52,7 +52,7 @@ def format_table(results: list[Result]) -> str:
         ours, mem, tp, torch = (
             conv.get((impl, n)) for impl in ("ours", "ours-memory", "tensorplay", "torch")
         )
-        counted = ours or mem
+        counted = ours if ours and ours["status"] == "ok" else mem
         ours_ops = (
             f"{_fmt(counted.get('ops_follower_max'))}, {_fmt(counted.get('ops_closer'))}"
             if counted

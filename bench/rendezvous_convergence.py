@@ -77,6 +77,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="RESULTS_JSON",
+        help="run nothing: merge these results.json files, print the table, write the plot",
+    )
+    parser.add_argument(
         "--keep-going", action="store_true", help="run larger N after an impl failed"
     )
     return parser.parse_args(argv)
@@ -172,10 +179,33 @@ def machine() -> dict[str, Any]:
     }
 
 
+def merged(paths: Sequence[Path]) -> dict[str, Any]:
+    """The results of several earlier runs as one report (the machine of the first)."""
+    reports = []
+    for path in paths:
+        try:
+            reports.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"cannot read results {path}: {error}") from None
+    results = [r for report in reports for r in report.get("results", [])]
+    return {
+        "machine": reports[0].get("machine", {}),
+        "merged_from": [str(p) for p in paths],
+        "results": results,
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    report = run(args)
     from bench_report import format_table, write_plot
+
+    if args.merge:
+        report = merged(args.merge)
+        print(format_table(report["results"]))
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_plot(report["results"], args.out / "rendezvous_convergence.png")
+        return 0
+    report = run(args)
 
     (args.out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
     print(format_table(report["results"]))
