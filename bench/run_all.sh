@@ -11,6 +11,8 @@ python bench/rendezvous_convergence.py --sizes 2,8,32,64,128,192,256,512 --impl 
 echo "main done $(date -u +%T)"
 python bench/rendezvous_convergence.py --sizes 2,8,32,128,512,1024,2048 --impl ours-memory \
   --timeout 240 --out bench/results/memory
+python bench/rendezvous_convergence.py --sizes 4096 --impl ours-memory --timeout 600 --no-plot \
+  --out bench/results/memory-4096
 echo "memory done $(date -u +%T)"
 python bench/rendezvous_convergence.py --sizes 256,512,1024,4096 --impl ours --keep-going \
   --timeout 60 --no-plot --out bench/results/limits-default-ports
