@@ -1,0 +1,150 @@
+"""Random network faults through the simulator with store latency: partitions, store outages,
+slow nodes, crashes and worker failures in any order. One world at a time (R7), round sizes (R4)
+and "leaving never closes" (R6) hold after every step; once the faults are healed, the nodes that
+still run form one round again (R9)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.sim.cluster import Cluster, Status
+
+INTERVAL, TIMEOUT, LAST_CALL = 1.0, 3.0, 2.0
+
+
+class NetworkFaults(RuleBasedStateMachine):
+    # Agents exit when a join cannot reach the store: with retries, the protocol gap shown by
+    # test_a_retried_join_after_a_lost_connection_rejoins_its_world (below) breaks R9.
+    @initialize(nodes=st.integers(2, 5), latency=st.sampled_from([0.0, 0.01, 0.2]))
+    def setup(self, nodes: int, latency: float, retry: bool = False) -> None:
+        self.config = RendezvousConfig(
+            min_nodes=2,
+            max_nodes=4,
+            join_timeout=100_000.0,
+            last_call_timeout=LAST_CALL,
+            heartbeat_interval=INTERVAL,
+            heartbeat_timeout=TIMEOUT,
+        )
+        self.cluster = Cluster(
+            config=self.config, latency=latency, retry_after=1.0 if retry else None
+        )
+        self.retry = retry
+        note(f"{nodes} nodes, latency {latency}, retry {retry}")
+        for i in range(nodes):
+            self.cluster.start(f"n{i}")
+
+    def _with(self, *statuses: Status) -> list[str]:
+        return sorted(n for n, x in self.cluster.nodes.items() if x.status in statuses)
+
+    @rule(seconds=st.sampled_from([0.05, 0.5, 1.0, 2.5, 6.0]))
+    def advance(self, seconds: float) -> None:
+        self.cluster.advance(seconds)
+
+    @precondition(lambda self: self._with(Status.JOINING, Status.TRAINING))
+    @rule(data=st.data())
+    def partition(self, data: st.DataObject) -> None:
+        self.cluster.partition(
+            data.draw(st.sampled_from(self._with(Status.JOINING, Status.TRAINING)))
+        )
+
+    @precondition(lambda self: any(n.partitioned for n in self.cluster.nodes.values()))
+    @rule(data=st.data())
+    def heal(self, data: st.DataObject) -> None:
+        cut = sorted(n for n, x in self.cluster.nodes.items() if x.partitioned)
+        self.cluster.heal(data.draw(st.sampled_from(cut)))
+
+    @precondition(lambda self: self.cluster.store_up)
+    @rule()
+    def store_down(self) -> None:
+        self.cluster.store_unavailable()
+
+    @precondition(lambda self: not self.cluster.store_up)
+    @rule()
+    def store_back(self) -> None:
+        self.cluster.store_available()
+
+    @rule(data=st.data(), extra=st.sampled_from([0.0, 0.3, 2.0]))
+    def slow(self, data: st.DataObject, extra: float) -> None:
+        self.cluster.slow(data.draw(st.sampled_from(sorted(self.cluster.nodes))), extra)
+
+    @precondition(lambda self: self._with(Status.TRAINING))
+    @rule(data=st.data())
+    def worker_failure(self, data: st.DataObject) -> None:
+        self.cluster.fail_workers(data.draw(st.sampled_from(self._with(Status.TRAINING))))
+
+    @precondition(lambda self: len(self._with(Status.JOINING, Status.TRAINING)) > 2)
+    @rule(data=st.data())
+    def crash(self, data: st.DataObject) -> None:
+        self.cluster.crash(data.draw(st.sampled_from(self._with(Status.JOINING, Status.TRAINING))))
+
+    @rule()
+    def heal_everything_and_settle(self) -> None:
+        """Faults stop; nodes that still run (and retry, or never failed) form one round."""
+        cluster = self.cluster
+        if not cluster.store_up:
+            cluster.store_available()
+        for name, node in sorted(cluster.nodes.items()):
+            if node.partitioned:
+                cluster.heal(name)
+            cluster.slow(name, 0.0)
+        cluster.advance(10 * (TIMEOUT + LAST_CALL + INTERVAL))
+        running = self._with(Status.JOINING, Status.TRAINING)
+        if len(running) < self.config.min_nodes:
+            return
+        rounds = cluster.training_rounds()
+        assert len(rounds) == 1, f"training rounds {sorted(rounds)}:\n" + "\n".join(
+            cluster.log[-25:]
+        )
+        training = self._with(Status.TRAINING)
+        assert len(training) == min(len(running), self.config.max_nodes), (
+            f"{training} train, {running} run:\n" + "\n".join(cluster.log[-25:])
+        )
+
+    @invariant()
+    def inv_R4_round_size_within_bounds(self) -> None:
+        for stat in self.cluster.round_results.values():
+            assert self.config.min_nodes <= stat.world_size <= self.config.max_nodes
+
+    @invariant()
+    def inv_R6_leaving_never_closes(self) -> None:
+        assert self.cluster.keys.closed() not in self.cluster.store
+
+    @invariant()
+    def inv_R7_one_world_at_a_time(self) -> None:
+        assert not self.cluster.overlaps, self.cluster.overlaps[0]
+
+
+TestNetworkFaults = NetworkFaults.TestCase
+TestNetworkFaults.settings = settings(TestNetworkFaults.settings, max_examples=60)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="protocol gap (found by the simulator): a follower whose join lost the store after it "
+    "took a slot retries as a newcomer; the round completes with it as a member, so the round's "
+    "other members train in a world short of nodes and the retried node waits for ever",
+)
+def test_a_retried_join_after_a_lost_connection_rejoins_its_world() -> None:
+    config = RendezvousConfig(
+        min_nodes=2,
+        max_nodes=4,
+        join_timeout=100_000.0,
+        last_call_timeout=LAST_CALL,
+        heartbeat_interval=INTERVAL,
+        heartbeat_timeout=TIMEOUT,
+    )
+    cluster = Cluster(config=config, latency=0.2, retry_after=1.0)
+    for i in range(4):
+        cluster.start(f"n{i}")
+    cluster.advance(1.0)  # n1..n3 took slots 1..3 and wait for n0's result
+    cluster.store_unavailable()  # their waits fail: connection errors; they retry in 1 s
+    cluster.store_available()
+    cluster.advance(60.0)
+    first = cluster.results()[0]
+    assert first.world_size == 4  # n0 published a round with all four
+    assert cluster.training_rounds() == {max(cluster.results())}
+    assert len([n for n in cluster.nodes.values() if n.status is Status.TRAINING]) == 4
