@@ -17,7 +17,13 @@ FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,j
 
 
 def node(
-    port: int, run_id: str, nnodes: str, log: Path, *worker_args: str, restarts: int = 0
+    port: int,
+    run_id: str,
+    nnodes: str,
+    log: Path,
+    *worker_args: str,
+    restarts: int = 0,
+    conf: str = "",
 ) -> subprocess.Popen[bytes]:
     return tpstart(
         "--nnodes",
@@ -33,7 +39,7 @@ def node(
         "--local-addr",
         "127.0.0.1",
         "--rdzv-conf",
-        FAST,
+        FAST + conf,
         "--monitor-interval",
         "0.1",
         "--max-restarts",
@@ -95,14 +101,10 @@ def test_scale_down_survivors_continue_when_a_node_dies_or_leaves(
     sig: signal.Signals, tmp_path: Path, out: Path
 ) -> None:
     port = free_port()
-    # A hosts the store (it binds first); B goes away while the world of 4 holds.
-    a = node(
-        port, "shrink", "1:2", tmp_path / "a.log", "--out", str(out), "--hold-unless-world", "2"
-    )
-    time.sleep(0.5)
-    b = node(
-        port, "shrink", "1:2", tmp_path / "b.log", "--out", str(out), "--hold-unless-world", "2"
-    )
+    # A hosts the store (is_host); B goes away while the world of 4 holds.
+    hold = ("--out", str(out), "--hold-unless-world", "2")
+    a = node(port, "shrink", "1:2", tmp_path / "a.log", *hold, conf=",is_host=1")
+    b = node(port, "shrink", "1:2", tmp_path / "b.log", *hold, conf=",is_host=0")
     wait_for_records(out, 4)
     b.send_signal(sig)
     expected = -sig if sig == signal.SIGKILL else 128 + sig  # SIGTERM: a graceful leave

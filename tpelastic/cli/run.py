@@ -118,6 +118,7 @@ def _launch(ns: argparse.Namespace) -> int:
     from tpelastic.adapters.launcher.launch import run_agent
     from tpelastic.adapters.rendezvous.errors import RendezvousError
     from tpelastic.adapters.workers.api import WorkerStartError
+    from tpelastic.adapters.workers.signals import SignalException
 
     try:
         result = run_agent(config, entrypoint, cmd_args)
@@ -126,6 +127,9 @@ def _launch(ns: argparse.Namespace) -> int:
     except RendezvousError as error:
         print(f"{PROG}: rendezvous failed: {error}", file=sys.stderr)
         return 3
+    except SignalException as stop:  # a second signal while the first one was being handled
+        print(f"{PROG}: interrupted by signal {int(stop.sigval)}", file=sys.stderr)
+        return 128 + int(stop.sigval)
     return result.exit_code
 
 

@@ -168,8 +168,11 @@ class SimpleElasticAgent(ElasticAgent):
 
     def _observe(self) -> Any | None:
         if self._state.phase is not core.AgentPhase.RUNNING:
-            # Joining and the exit barrier are carried out synchronously and queue their outcome.
-            raise RuntimeError(f"agent: nothing to observe in {self._state.phase.name}")
+            # Joining and the exit barrier are carried out synchronously and queue their
+            # outcome; nothing queued means the table rejected that outcome (a round that does
+            # not fit this node's config): the world cannot be formed as configured.
+            why = f"the rendezvous gave a round this agent rejects ({self._state.phase.name})"
+            return core.RendezvousFailed(now=time.monotonic(), reason=why, kind="connection")
         result = self._wait_workers(self._spec.monitor_interval)
         now = time.monotonic()
         if result is not None:
@@ -238,7 +241,7 @@ class SimpleElasticAgent(ElasticAgent):
             log.warning("%s", effect.as_dict().get("reason"))
 
     def _do_Rejected(self, effect: Rejected) -> None:
-        log.debug("agent ignored %s in %s: %s", effect.event, effect.phase, effect.reason)
+        log.warning("agent rejected %s in %s: %s", effect.event, effect.phase, effect.reason)
 
     def _do_JoinRendezvous(self, effect: core.JoinRendezvous) -> None:
         reason, self._join_reason = self._join_reason, None

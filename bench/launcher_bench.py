@@ -1,0 +1,195 @@
+"""Launchers side by side: tpelastic run, torchrun (torch CPU) and tensorplay's run.
+
+Measures, for each launcher that is installed:
+
+* launch overhead of a 2-worker no-op job (wall time minus two bare interpreters in parallel);
+* a 2-worker gloo init + all_reduce job, as a multiple of the same job started bare;
+* recovery from a worker SIGKILL: to the restarted workers' first line, and to their process
+  group being ready again, with the success rate over repeated trials;
+* the agent's peak RSS during a 2-worker job.
+
+    python bench/launcher_bench.py --trials 9 --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent / "launcher"
+REPO = HERE.parents[1]
+PY = sys.executable
+LAUNCHERS = {
+    "tpelastic": ([PY, "-m", "tpelastic.run"], "job_tensorplay.py"),
+    "torchrun": ([PY, "-m", "torch.distributed.run"], "job_torch.py"),
+    "tensorplay run": ([PY, "-m", "tensorplay.distributed.run"], "job_tensorplay.py"),
+}
+
+
+def env(**extra: str) -> dict[str, str]:
+    out = {**os.environ, "PYTHONPATH": str(REPO), "TPELASTIC_LOG_LEVEL": "WARNING", **extra}
+    out.setdefault("OMP_NUM_THREADS", "1")
+    return out
+
+
+def free_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
+def one_node(name: str) -> list[str]:
+    # tensorplay's run has no --standalone; its c10d backend on a free loopback port is the same.
+    if name == "tensorplay run":
+        return [
+            "--nnodes",
+            "1",
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{free_port()}",
+        ]
+    return ["--standalone"]
+
+
+def launch(name: str, *, restarts: int = 0, **extra: str) -> tuple[float, str, int]:
+    base, job = LAUNCHERS[name]
+    cmd = [*base, *one_node(name), "--nproc-per-node", "2", "--max-restarts", str(restarts)]
+    started = time.perf_counter()
+    # A session of its own, so that a launcher that hangs can be stopped with all its workers.
+    proc = subprocess.Popen(
+        [*cmd, str(HERE / job)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env(**extra),
+        start_new_session=True,
+    )
+    try:
+        text, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc)
+        return time.perf_counter() - started, "timed out after 60 s", -1
+    return time.perf_counter() - started, text, proc.returncode
+
+
+def kill_tree(proc: subprocess.Popen[str]) -> None:
+    family = [proc.pid, *(p.pid for p in psutil.Process(proc.pid).children(recursive=True))]
+    for pid in family:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(proc.pid, 9)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
+def bare(job: str, **extra: str) -> float:
+    port = free_port()
+    started = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [PY, str(HERE / job)],
+            env=env(
+                RANK=str(r),
+                WORLD_SIZE="2",
+                LOCAL_RANK=str(r),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=port,
+                **extra,
+            ),
+            stdout=subprocess.DEVNULL,
+        )
+        for r in (0, 1)
+    ]
+    for proc in procs:
+        proc.wait(timeout=120)
+    return time.perf_counter() - started
+
+
+def timed(name: str, **extra: str) -> float:
+    took, text, code = launch(name, **extra)
+    if code != 0:
+        raise SystemExit(f"{name} failed (exit {code}):\n{text[-2000:]}")
+    return took
+
+
+def installed(name: str) -> bool:
+    module = LAUNCHERS[name][0][-1]
+    return (
+        subprocess.run([PY, "-c", f"import {module}"], capture_output=True, env=env()).returncode
+        == 0
+    )
+
+
+def recovery(name: str) -> tuple[float, float] | None:
+    took, text, code = launch(name, restarts=1, BENCH_KILL="1")
+    kill = [float(x) for x in re.findall(r"KILL (\d+\.\d+)", text)]
+    starts = [float(x) for x in re.findall(r"START (\d+\.\d+) restart 1", text)]
+    readies = re.findall(r"READY (\d+\.\d+)", text)
+    if code != 0 or not kill or len(starts) < 2 or len(readies) < 4:
+        return None
+    ready_after = sorted(float(x) for x in readies)[-2:]
+    return min(starts) - kill[0], max(ready_after) - kill[0]
+
+
+def peak_rss(name: str) -> float:
+    base, job = LAUNCHERS[name]
+    cmd = [*base, *one_node(name), "--nproc-per-node", "2", str(HERE / job)]
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    agent, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        try:
+            peak = max(peak, agent.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.01)
+    return peak / 2**20
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=9, help="recovery trials per launcher")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per timing (median)")
+    args = parser.parse_args()
+    names = [n for n in LAUNCHERS if installed(n)]
+    bare_noop = statistics.median(
+        bare("job_tensorplay.py", BENCH_NOOP="1") for _ in range(args.repeat)
+    )
+    bare_gloo = statistics.median(bare("job_tensorplay.py") for _ in range(args.repeat))
+    print(f"bare: no-op {bare_noop:.3f} s, gloo init + all_reduce {bare_gloo:.3f} s")
+    print(
+        "| launcher | no-op job | overhead | gloo job | x bare | recovery: first line "
+        "| recovery: group ready | recovery success | agent peak RSS |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in names:
+        noop = statistics.median(timed(name, BENCH_NOOP="1") for _ in range(args.repeat))
+        gloo = statistics.median(timed(name) for _ in range(args.repeat))
+        trials = [recovery(name) for _ in range(args.trials)]
+        ok = [t for t in trials if t is not None]
+        first = statistics.median(t[0] for t in ok) if ok else float("nan")
+        ready = statistics.median(t[1] for t in ok) if ok else float("nan")
+        print(
+            f"| {name} | {noop:.3f} s | {noop - bare_noop:.3f} s | {gloo:.3f} s | "
+            f"{gloo / bare_gloo:.2f} | {first:.3f} s | {ready:.3f} s | {len(ok)}/{args.trials} | "
+            f"{peak_rss(name):.0f} MiB |",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
