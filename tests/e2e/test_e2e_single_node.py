@@ -101,3 +101,38 @@ def test_budget_exhaustion_makes_exactly_max_restarts_plus_one_attempts(tmp_path
     assert "Root cause" in done.stderr
     assert "rank 1 broke on purpose (restart 2)" in done.stderr  # the error file's message
     assert "Traceback" in done.stderr  # the root cause's traceback from its error file
+
+
+def test_static_backend_counts_attempts_and_restarts_with_a_fresh_port(out: Path) -> None:
+    # No --standalone: the default static backend on one node (its own loopback store); the
+    # agent counts attempts itself and publishes a fresh bootstrap port for each.
+    done = tprun(
+        "--nproc-per-node",
+        "2",
+        "--max-restarts",
+        "1",
+        WORKER,
+        "--out",
+        str(out),
+        "--crash-until",
+        "1",
+    )
+    assert done.returncode == 0, done.stderr
+    seen = records(out)
+    assert sorted(r["env"]["TPELASTIC_RESTART_COUNT"] for r in seen) == ["0", "0", "1", "1"]
+    assert sorted(r["env"]["TPELASTIC_ROUND"] for r in seen) == ["0", "0", "1", "1"]
+    ports = {r["env"]["TPELASTIC_ROUND"]: r["env"]["MASTER_PORT"] for r in seen}
+    assert ports["0"] != ports["1"]
+
+
+def test_flags_default_from_the_environment(out: Path) -> None:
+    import subprocess
+
+    from e2e_helpers import launcher_env, run_cmd
+
+    env = {**launcher_env(), "PET_NPROC_PER_NODE": "2", "TPELASTIC_STANDALONE": "1"}
+    done = subprocess.run(
+        run_cmd(WORKER, "--out", str(out)), capture_output=True, text=True, timeout=90, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(r["rank"] for r in records(out)) == [0, 1]
