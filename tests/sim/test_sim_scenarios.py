@@ -148,3 +148,15 @@ def test_sim_command_bad_scenario_is_one_line_exit_2(tmp_path: Path) -> None:
     assert "not valid toml" in done.stderr
     done = tpelastic("sim", str(tmp_path / "missing.toml"))
     assert done.returncode == 2 and "cannot read the scenario" in done.stderr
+
+
+def test_sim_command_is_deterministic_per_seed(tmp_path: Path) -> None:
+    scenario = tmp_path / "rates.json"
+    scenario.write_text(json.dumps({**BASE, "duration": 80.0, "seed": 5}))
+    first = tpelastic("sim", str(scenario))
+    again = tpelastic("sim", str(scenario))
+    other = tpelastic("sim", str(scenario), "--seed", "6")
+    assert first.returncode == again.returncode == other.returncode == 0, first.stderr
+    assert first.stdout == again.stdout
+    assert "seed 5" in first.stdout and "seed 6" in other.stdout
+    assert first.stdout.replace("seed 5", "") != other.stdout.replace("seed 6", "")
