@@ -41,7 +41,8 @@ def assign_ranks(chosen: Sequence[NodeInfo], previous: RoundResult | None) -> tu
             ranked[rank] = info
         else:
             rest.append(info)
-    rest.sort(key=lambda i: chosen.index(i))
+    arrival = {info.node: position for position, info in enumerate(chosen)}
+    rest.sort(key=lambda i: arrival[i.node])
     free = (r for r, taken in enumerate(ranked) if taken is None)
     for info in rest:
         ranked[next(free)] = info

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from attrs import field, frozen
@@ -146,7 +147,14 @@ def encode_result(result: RoundResult) -> bytes:
     )
 
 
+@lru_cache(maxsize=64)
 def decode_result(raw: bytes) -> RoundResult:
+    """Decode a result record. Cached by its bytes: every node's guards read the same O(N)
+    result several times per step, and a decoded result is an immutable value."""
+    return _decode_result(raw)
+
+
+def _decode_result(raw: bytes) -> RoundResult:
     data = _load(raw, "result")
     entries = data.get("participants")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
