@@ -136,3 +136,23 @@ def test_flags_default_from_the_environment(out: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert sorted(r["rank"] for r in records(out)) == [0, 1]
+
+
+def test_local_ranks_filter_shows_only_the_chosen_ranks_output(out: Path, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    done = tprun(
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "--local-ranks-filter",
+        "1",
+        "--log-dir",
+        str(logs),
+        WORKER,
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[default1|rank1]:worker rank 1/2" in done.stdout
+    assert "worker rank 0/2" not in done.stdout  # rank 0's output went to its log file only
+    assert "worker rank 0/2" in next(logs.glob("attempt_*/0/stdout.log")).read_text()

@@ -242,12 +242,13 @@ def config_from_args(ns: argparse.Namespace) -> Any:
     master_port = _int("master-port", ns.master_port, 1) if ns.master_port else None
     if master_port is not None and master_port > 65535:
         raise UsageError(f"--master-port must be in 1..65535, got {master_port}")
-    redirects, tee = _streams(ns)
+    nproc = parse_nproc(ns.nproc_per_node)
+    redirects, tee = _streams(ns, nproc)
     try:
         return LaunchConfig(
             min_nodes=min_nodes,
             max_nodes=max_nodes,
-            nproc_per_node=parse_nproc(ns.nproc_per_node),
+            nproc_per_node=nproc,
             run_id=run_id,
             role=ns.role,
             rdzv_endpoint=endpoint,
@@ -271,7 +272,7 @@ def config_from_args(ns: argparse.Namespace) -> Any:
         raise UsageError(str(error)) from None
 
 
-def _streams(ns: argparse.Namespace) -> tuple[Any, Any]:
+def _streams(ns: argparse.Namespace, nproc: int) -> tuple[Any, Any]:
     from tpelastic.adapters.workers.api import Std, WorkerStartError
 
     try:
@@ -283,8 +284,9 @@ def _streams(ns: argparse.Namespace) -> tuple[Any, Any]:
     shown = {_int("local-ranks-filter", r, 0) for r in str(ns.local_ranks_filter).split(",")}
     # Shown ranks are teed (to files and the console); the others only go to their files.
     chosen = tee if isinstance(tee, Std) and tee else Std.ALL
-    n = max(shown) + 1
-    return {r: Std.ALL for r in range(n) if r not in shown}, {r: chosen for r in shown}
+    if max(shown) >= nproc:
+        raise UsageError(f"--local-ranks-filter names local rank {max(shown)} of {nproc} workers")
+    return {r: Std.ALL for r in range(nproc) if r not in shown}, {r: chosen for r in shown}
 
 
 def entrypoint_from_args(ns: argparse.Namespace) -> tuple[str, list[str]]:
