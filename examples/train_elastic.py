@@ -101,6 +101,7 @@ def main() -> None:
 def train(args, model, optimizer, dataset, state, path, rank, world, restart) -> None:
     step, start = int(state["step"]), int(state["position"])
     loss_fn = tp.nn.MSELoss()
+    last = float("nan")  # the last batch's loss (nan when resumed after the last step)
     for epoch in range(int(state["epoch"]), args.epochs):
         sampler = ElasticDistributedSampler(dataset, seed=1234, start_index=start)
         sampler.set_epoch(epoch)
@@ -113,20 +114,21 @@ def train(args, model, optimizer, dataset, state, path, rank, world, restart) ->
             loss.backward()
             average_gradients(model, world)
             optimizer.step()
+            last = loss.item()
             step += 1
             time.sleep(args.step_delay)
             position = sampler.position_after(batch_no * args.batch_size)
             if step % args.ckpt_every == 0 and rank == 0:
                 save_checkpoint(path, model, epoch=epoch, position=position, step=step, world=world)
                 print(
-                    f"[train] epoch {epoch} step {step} loss {loss.item():.5f} "
+                    f"[train] epoch {epoch} step {step} loss {last:.5f} "
                     f"(checkpoint at sample {position})",
                     flush=True,
                 )
         start = 0
     if rank == 0:
         save_checkpoint(path, model, epoch=args.epochs, position=0, step=step, world=world)
-        print(f"[train] done: {step} steps, final loss {loss.item():.5f}", flush=True)
+        print(f"[train] done: {step} steps, final loss {last:.5f}", flush=True)
 
 
 if __name__ == "__main__":
