@@ -7,18 +7,26 @@ line on stderr and exit code 2 (see :mod:`tpelastic.cli.errors`).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
-from tpelastic.cli import demo, spec
-from tpelastic.cli import run as run_command
-from tpelastic.cli import sim as sim_command
-from tpelastic.cli import store as store_command
 from tpelastic.cli.errors import UsageError, exit_with
 
-SUBCOMMANDS = {"demo": demo, "spec": spec, "store": store_command}
-SUBCOMMANDS["sim"] = sim_command
-SUBCOMMANDS["run"] = run_command
+# Imported only when used: ``tpelastic run`` must start fast, and the simulator, the spec
+# exporter and the store server are not needed to launch a job.
+SUBCOMMANDS = {
+    "run": "tpelastic.cli.run",
+    "demo": "tpelastic.cli.demo",
+    "sim": "tpelastic.cli.sim",
+    "spec": "tpelastic.cli.spec",
+    "store": "tpelastic.cli.store",
+}
+
+
+def subcommand(name: str) -> ModuleType:
+    return importlib.import_module(SUBCOMMANDS[name])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,18 +35,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Elastic, fault-tolerant distributed training for tensorplay.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module in SUBCOMMANDS.items():
-        module.add_parser(commands, name)
+    for name in SUBCOMMANDS:
+        subcommand(name).add_parser(commands, name)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if run_command.handles(argv):  # ``run`` parses its own argv: script args pass untouched
-        return run_command.main(sys.argv[1:] if argv is None else argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["run"]:  # ``run`` parses its own argv: script args pass untouched
+        return int(subcommand("run").main(given))
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
     try:
-        return int(SUBCOMMANDS[args.command].run(args) or 0)
+        return int(subcommand(args.command).run(args) or 0)
     except UsageError as error:
         return exit_with(error)
 

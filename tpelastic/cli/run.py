@@ -83,12 +83,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def handles(argv: Sequence[str] | None) -> bool:
-    """Whether ``argv`` (``tpelastic``'s arguments) asks for ``run``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    return bool(args) and args[0] == "run"
-
-
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
     # Listed for ``tpelastic --help``; ``main`` hands ``run`` to :func:`main` before argparse,
     # so that script arguments and one-line errors are handled here.
@@ -316,7 +310,6 @@ __all__ = [
     "build_parser",
     "config_from_args",
     "entrypoint_from_args",
-    "handles",
     "main",
     "parse_nnodes",
     "parse_nproc",
