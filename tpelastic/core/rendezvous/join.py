@@ -177,7 +177,7 @@ def _arrive_at(state: JoinState, round_no: int, previous: RoundResult | None) ->
         slot=None,
         arrivals=0,
         min_reached_at=None,
-        pending=(),
+        pending=None,
         declared_dead=(),
         liveness=LivenessTracker(),
         draft=None,
@@ -198,13 +198,7 @@ def _register(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Res
         if state.reason == "failure":
             ops.append(Add(keys.failures(r), 1))
         ops.append(SetIfAbsent(keys.opened(r), encode_reason(state.reason)))
-    previous = state.previous
-    pending = tuple(
-        rank
-        for rank, p in enumerate(previous.participants if previous else ())
-        if p.node != info.node
-    )
-    new = evolve(state, slot=slot, node=info, pending=pending)
+    new = evolve(state, slot=slot, node=info)
     return new, (StoreOps(tuple(ops)),)  # type: ignore[arg-type]
 
 

@@ -90,11 +90,21 @@ def read_probe(state: JoinState, event: OpsDone) -> Verdict:
     return Verdict(kind="open", round_no=state.round_no, previous=previous)
 
 
+def expected_members(state: JoinState) -> tuple[int, ...]:
+    """The previous round's ranks this closer still waits for (all but itself, at first)."""
+    if state.pending is not None:
+        return state.pending
+    previous = state.previous
+    if previous is None:
+        return ()
+    return tuple(rank for rank, p in enumerate(previous.participants) if p.node != state.node.node)
+
+
 def status_ops(state: JoinState) -> tuple[Op, ...]:
     keys, r = state.keys, state.round_no
     ops: list[Op] = [Get(keys.closed()), Get(keys.result(r)), Get(keys.arrivals(r))]
     previous = state.previous
-    for rank in state.pending:
+    for rank in expected_members(state):
         node = previous.participants[rank].node if previous else ""
         ops += [Get(keys.member_arrived(r, rank)), Get(keys.gone(r, rank))]
         ops.append(Get(keys.heartbeat(node)))
@@ -155,7 +165,7 @@ def _pending_after(
     liveness = state.liveness
     still: list[int] = []
     dead: set[str] = set()
-    for index, rank in enumerate(state.pending):
+    for index, rank in enumerate(expected_members(state)):
         arrived, gone, beat = raws[3 * index : 3 * index + 3]
         if arrived is not None or gone is not None or previous is None:
             continue
@@ -191,7 +201,8 @@ def _timeout_detail(state: JoinState, config: RendezvousConfig) -> str:
             f"round {state.round_no}: only {state.arrivals} of at least {config.min_nodes} "
             f"nodes joined within the join timeout ({config.join_timeout:g}s)"
         )
-    return f"round {state.round_no}: {len(state.pending)} member(s) of the last round never came"
+    waiting_for = len(state.pending or ())
+    return f"round {state.round_no}: {waiting_for} member(s) of the last round never came"
 
 
 def collect_ops(state: JoinState) -> tuple[Op, ...]:

@@ -55,12 +55,18 @@ class RoundResult:
     # Who offered this result. Two closers may compute the same membership; naming the closer
     # keeps their offers distinct, so exactly one of them sees its own offer stored and won.
     closer: str = ""
+    # node -> rank, built once: every node looks itself up in the same O(N) result, and a scan
+    # per lookup would cost O(N^2) across a large world. Not part of the value's identity.
+    _ranks: dict[str, int] = field(init=False, eq=False, hash=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        ranks: dict[str, int] = {}
+        for rank, info in enumerate(self.participants):
+            ranks.setdefault(info.node, rank)
+        object.__setattr__(self, "_ranks", ranks)
 
     def rank_of(self, node: str) -> int | None:
-        for rank, info in enumerate(self.participants):
-            if info.node == node:
-                return rank
-        return None
+        return self._ranks.get(node)
 
     @property
     def world_size(self) -> int:

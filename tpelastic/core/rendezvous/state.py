@@ -50,7 +50,8 @@ class JoinState:
 
     ``previous`` is the store's result of round ``round_no - 1`` (None for round 0); it decides
     who must arrive or be declared dead before this round may complete (one world at a time).
-    ``pending`` holds the previous round's ranks the closer still waits for.
+    ``pending`` holds the previous round's ranks the closer still waits for; None until this
+    node first acts as a closer (only closers need it, and it costs O(previous world size)).
     """
 
     phase: JoinPhase = JoinPhase.IDLE
@@ -65,7 +66,7 @@ class JoinState:
     follow_until: Instant = 0.0
     min_reached_at: Instant | None = None
     arrivals: int = 0
-    pending: tuple[int, ...] = ()
+    pending: tuple[int, ...] | None = None
     declared_dead: tuple[str, ...] = ()
     liveness: LivenessTracker = LivenessTracker()
     draft: RoundResult | None = None
