@@ -18,6 +18,7 @@ from typing import IO, Protocol, TypeAlias
 
 from attrs import field, frozen
 
+from tpelastic.adapters.sinks.lines import write_line
 from tpelastic.core.values import Emit
 
 SCHEMA_VERSION = 1
@@ -209,12 +210,7 @@ class ConsoleEventHandler:
         self._stream = stream
 
     def handle(self, event: AnyEvent) -> None:
-        stream = self._stream if self._stream is not None else sys.stderr
-        try:
-            stream.write(to_json_line(event) + "\n")
-            stream.flush()
-        except (OSError, ValueError):  # a closed stream must not take the agent down
-            pass
+        write_line(self._stream if self._stream is not None else sys.stderr, to_json_line(event))
 
 
 class LoggingEventHandler:

@@ -20,6 +20,8 @@ from typing import IO, Any, Protocol, TypeVar, overload
 
 from attrs import field, frozen
 
+from tpelastic.adapters.sinks.lines import write_line
+
 DEFAULT_GROUP = "tpelastic"
 LOGGER_NAME = "tpelastic.metrics"
 
@@ -75,12 +77,7 @@ class ConsoleMetricHandler:
         self._stream = stream
 
     def emit(self, data: MetricData) -> None:
-        stream = self._stream if self._stream is not None else sys.stdout
-        try:
-            stream.write(format_metric(data) + "\n")
-            stream.flush()
-        except (OSError, ValueError):  # a closed stream must not take the caller down
-            pass
+        write_line(self._stream if self._stream is not None else sys.stdout, format_metric(data))
 
 
 class LoggingMetricHandler:
