@@ -11,7 +11,7 @@ store operations and simulator actions per size, and the growth exponent between
 
 ``--decode-cache`` wraps the core's ``decode_result`` in a cache for this process only. It is an
 experiment to separate the simulator's own cost from the cost of each node decoding the O(N)
-round result (see docs/benchmarks.md, "Simulation"); the shipped core is not changed.
+round result (see docs/benchmarks-sim.md); the shipped core is not changed.
 """
 
 from __future__ import annotations
