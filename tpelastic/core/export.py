@@ -1,13 +1,49 @@
 """Render a :class:`~tpelastic.core.table.Table` as the Markdown that ``specs/tables/`` holds.
 
 Pure string building: the CLI (``tpelastic spec``) writes the files and checks them for drift.
-The transitions come from the markup ``transitions`` produced when the table was validated, so
-what a reader sees is what the library accepted.
+Here the table meets ``transitions``, its declared engine: :func:`markup_machine` declares the
+rows to a ``MarkupMachine`` and the Markdown is made from the markup it produces, so what a
+reader sees is what the library holds.
+Only the spec export and the tests import this module: the launcher never pays for
+``transitions``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from transitions.extensions.markup import MarkupMachine
+
 from tpelastic.core.table import Table
+
+
+def markup_machine(table: Table) -> MarkupMachine:
+    """Declare ``table`` to ``transitions`` as a model-less machine without auto transitions.
+
+    No callbacks are registered: guard names are only labels in the markup. The rows were checked
+    by :func:`~tpelastic.core.table.build_table` (transitions 0.9 accepts unknown phases in a
+    declaration, so our own checks are the ones that count); this never raises for a built table.
+    """
+    return MarkupMachine(
+        model=None,
+        states=[p.name for p in table.phases],
+        transitions=[
+            {
+                "trigger": row.on.__name__,
+                "source": row.src.name,
+                "dest": row.dst.name,
+                "conditions": [row.guard] if row.guard else [],
+            }
+            for row in table.rows
+        ],
+        initial=table.initial.name,
+        auto_transitions=False,
+    )
+
+
+def markup(table: Table) -> dict[str, Any]:
+    """The markup ``transitions`` produces for ``table`` (states, transitions, initial)."""
+    return dict(markup_machine(table).markup)
 
 
 def _cell(text: str) -> str:
@@ -65,7 +101,7 @@ def _markup_in_row_order(table: Table) -> list[dict]:  # type: ignore[type-arg]
 
     entries = {
         key(m["source"], m["trigger"], m["dest"], m.get("conditions", [])): m
-        for m in table.markup["transitions"]
+        for m in markup(table)["transitions"]
     }
     ordered = []
     for row in table.rows:

@@ -1,15 +1,18 @@
-"""Closed-world transition tables: rows as data, checked and exported through ``transitions``.
+"""Closed-world transition tables: rows as data, checked here, exported through ``transitions``.
 
 Every machine of the core declares its whole behaviour as a tuple of :class:`Row` values. A row
 says: in phase ``src``, on an event of type ``on``, when guard ``guard`` holds, run the pure action
 ``action`` and move to ``dst``. Guards and actions are *named* here and defined as pure functions
 in the machine's own module; nothing is registered as a callback with ``transitions``.
 
-``transitions`` is used for three things only: validating the table when it is built (at import),
-producing the markup that ``specs/`` is generated from, and nothing else. Lookups go through a
-dict compiled from the same rows, so the table stays the single source of truth and stays fast.
+:func:`build_table` validates the rows at import with plain checks (phases, events, guard and
+action names, terminal phases, duplicate rows) and compiles them into a dict, so the table stays
+the single source of truth and stepping stays fast. ``transitions`` is the declared engine of the
+tables: :func:`tpelastic.core.export.markup_machine` builds its ``MarkupMachine`` from the same
+rows when ``specs/`` is exported and in tests. It is not built at import, because importing and
+building it costs the launcher tens of milliseconds at every start.
 
-Stepping rules (see specs/README.md):
+Stepping rules (each generated table in ``specs/tables/`` repeats the first one):
 
 * No row for (phase, event type): the event is rejected, the state is unchanged and a
   :class:`~tpelastic.core.values.Rejected` effect says why.
@@ -25,7 +28,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from attrs import evolve, field, frozen
-from transitions.extensions.markup import MarkupMachine
 
 from tpelastic.core.values import Rejected
 
@@ -82,7 +84,6 @@ class Table:
     terminal: frozenset[enum.Enum] = field(factory=frozenset)
     doc: str = ""
     _index: Mapping[tuple[enum.Enum, type], tuple[Row, ...]] = field(factory=dict, alias="_index")
-    markup: Mapping[str, Any] = field(factory=dict)
 
     def rows_for(self, phase: enum.Enum, event_type: type) -> tuple[Row, ...]:
         return self._index.get((phase, event_type), ())
@@ -135,6 +136,8 @@ def build_table(
 ) -> Table:
     """Check ``rows`` and compile them. Raises InvalidTransition on any inconsistency."""
     problems: list[str] = []
+    if not isinstance(initial, phases):
+        problems.append(f"initial phase {initial!r} is not a member of {phases.__name__}")
     index: dict[tuple[enum.Enum, type], list[Row]] = {}
     for row in rows:
         if not isinstance(row.src, phases) or not isinstance(row.dst, phases):
@@ -160,23 +163,6 @@ def build_table(
         problems.append(f"defined but never used: {sorted(unused)}")
     if problems:
         raise InvalidTransition(f"table {name} is invalid:\n  " + "\n  ".join(problems))
-    # transitions validates the declaration independently (unknown states raise there too) and
-    # gives us the markup that specs/ is generated from.
-    machine = MarkupMachine(
-        model=None,
-        states=[p.name for p in phases],
-        transitions=[
-            {
-                "trigger": row.on.__name__,
-                "source": row.src.name,
-                "dest": row.dst.name,
-                "conditions": [row.guard] if row.guard else [],
-            }
-            for row in rows
-        ],
-        initial=initial.name,
-        auto_transitions=False,
-    )
     return Table(
         name=name,
         phases=phases,
@@ -188,5 +174,4 @@ def build_table(
         terminal=terminal,
         doc=doc,
         _index={key: tuple(group) for key, group in index.items()},
-        markup=machine.markup,
     )
