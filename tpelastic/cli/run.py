@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import sys
-import uuid
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -138,13 +136,15 @@ def _setup_logging() -> None:
 
 def standalone_run_id() -> str:
     """A fresh run id for ``--standalone``."""
-    return uuid.uuid4().hex[:12]
+    return os.urandom(6).hex()  # 12 hex digits, as before, without importing uuid
 
 
 def find_program(name: str) -> str | None:
     """The program ``name`` as ``--no-python`` would run it, or None when it is not found."""
     if os.sep in name:
         return name if os.path.isfile(name) and os.access(name, os.X_OK) else None
+    import shutil  # only ``--no-python`` with a bare program name needs it
+
     return shutil.which(name)
 
 

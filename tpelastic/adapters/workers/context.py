@@ -12,13 +12,13 @@ import abc
 import functools
 import os
 import queue
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from multiprocessing.connection import wait as wait_handles
 from typing import Any
 
 from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
@@ -30,6 +30,20 @@ from tpelastic.adapters.workers.tree import kill_trees
 _WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
 
 _START_TIMEOUT = 120.0
+
+
+def wait_handles(handles: list[Any], timeout: float) -> set[Any]:
+    """The ``handles`` (fds, or objects with ``fileno()``) readable or closed within ``timeout``.
+
+    Our own small poll rather than ``multiprocessing.connection.wait``: importing that costs the
+    agent several milliseconds (pickle, tempfile, sockets) on every launch, for one call.
+    """
+    by_fd = {(h if isinstance(h, int) else h.fileno()): h for h in handles}
+    poller = select.poll()
+    for fd in by_fd:
+        poller.register(fd, select.POLLIN)
+    events = poller.poll(max(0.0, timeout) * 1000.0)  # EINTR is retried by Python (PEP 475)
+    return {by_fd[fd] for fd, _mask in events if fd in by_fd}
 
 
 class _Launcher:

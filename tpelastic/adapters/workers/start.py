@@ -7,17 +7,13 @@ unpicklable callable, an unknown start method, a bad redirect spec, mismatched a
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import pickle
-import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from tpelastic.adapters.workers.api import Std, WorkerStartError
 from tpelastic.adapters.workers.context import PContext
 from tpelastic.adapters.workers.logs import LogsSpecs
-from tpelastic.adapters.workers.multiprocessing_context import MultiprocessContext
 from tpelastic.adapters.workers.subprocess_context import SubprocessContext
 
 START_METHODS = ("spawn", "fork", "forkserver")
@@ -33,8 +29,14 @@ def _check_executable(entrypoint: str) -> None:
             raise WorkerStartError(f"entrypoint {entrypoint!r} does not exist")
         if not os.access(entrypoint, os.X_OK):
             raise WorkerStartError(f"entrypoint {entrypoint!r} is not executable")
-    elif shutil.which(entrypoint) is None:
+    elif _which(entrypoint) is None:
         raise WorkerStartError(f"entrypoint {entrypoint!r} is not an executable on PATH")
+
+
+def _which(name: str) -> str | None:
+    import shutil  # not needed for ``sys.executable`` (a path), the usual entrypoint
+
+    return shutil.which(name)
 
 
 def _check_python_script(entrypoint: str, args: tuple[str, ...]) -> None:
@@ -59,6 +61,10 @@ def _check_python_script(entrypoint: str, args: tuple[str, ...]) -> None:
 
 
 def _check_callable(fn: Callable[..., Any], args: Mapping[int, Any], method: str) -> None:
+    # Only callables need these; a job of commands does not pay for importing them.
+    import multiprocessing
+    import pickle
+
     if method not in START_METHODS:
         raise WorkerStartError(f"unknown start method {method!r}: use one of {START_METHODS}")
     if method not in multiprocessing.get_all_start_methods():
@@ -145,6 +151,8 @@ def start_processes(
             raise WorkerStartError("args must hold one tuple per local rank, like envs")
         _check_callable(entrypoint, per_rank, start_method)
         attempt_dir, files = logs_specs.reify(len(clean_envs))
+        from tpelastic.adapters.workers.multiprocessing_context import MultiprocessContext
+
         ctx = MultiprocessContext(
             name, entrypoint, per_rank, clean_envs, files, attempt_dir, start_method
         )

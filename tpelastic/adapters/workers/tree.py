@@ -12,8 +12,10 @@ import os
 import signal
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 
 def _group_members(pgids: set[int]) -> list[psutil.Process]:
@@ -21,6 +23,8 @@ def _group_members(pgids: set[int]) -> list[psutil.Process]:
     may already be gone and its children reparented)."""
     if not pgids:
         return []
+    import psutil
+
     found = []
     for proc in psutil.process_iter():
         try:
@@ -37,6 +41,8 @@ def collect_tree(root_pids: Iterable[int], pgids: Iterable[int] = ()) -> list[ps
     The agent's own process is never included, even if it shares a group. Processes that vanish
     while we look are skipped.
     """
+    import psutil  # imported when a tree must really be looked at (see kill_trees)
+
     seen: dict[int, psutil.Process] = {}
     for pid in root_pids:
         try:
@@ -57,6 +63,8 @@ def collect_tree(root_pids: Iterable[int], pgids: Iterable[int] = ()) -> list[ps
 
 
 def _signal_all(procs: Iterable[psutil.Process], sig: int) -> None:
+    import psutil
+
     for proc in procs:
         try:
             proc.send_signal(sig)
@@ -65,6 +73,8 @@ def _signal_all(procs: Iterable[psutil.Process], sig: int) -> None:
 
 
 def _alive(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
+    import psutil
+
     alive = []
     for proc in procs:
         try:
@@ -73,6 +83,21 @@ def _alive(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return alive
+
+
+def _group_exists(pgid: int) -> bool:
+    """Whether any process (zombies included) is still in process group ``pgid``.
+
+    Signal 0 checks without sending anything, so the usual clean end of a job costs no scan of
+    every process on the machine (and no psutil import).
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process reuses the id: let the scan decide
+    return True
 
 
 def kill_trees(
@@ -92,7 +117,9 @@ def kill_trees(
     Never raises for processes that are already gone. Zombies (exited, not yet reaped by their
     parent) count as stopped; the caller reaps its own children.
     """
-    roots, groups = list(root_pids), list(pgids)
+    roots, groups = list(root_pids), [g for g in pgids if _group_exists(g)]
+    if not roots and not groups:
+        return []  # the usual end of a job: every worker exited and left nothing behind
     procs = collect_tree(roots, groups)
     if timeout > 0 and death_sig != signal.SIGKILL:
         _signal_all(procs, death_sig)
