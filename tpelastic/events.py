@@ -2,8 +2,12 @@
 
 This module is the public import path for these names; they are defined under
 ``tpelastic.adapters.sinks.events`` and re-exported here. The JSON-lines schema is in
-docs/observability.md.
+docs/observability.md. ``replay_agent_events`` (and ``ReplayMismatch``, ``Replayed``) check an
+agent's recorded steps against the core; they are loaded on first use, since they bring in the
+core's agent table.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from tpelastic.adapters.sinks.events import (
     SCHEMA_VERSION,
@@ -25,7 +29,23 @@ from tpelastic.adapters.sinks.events import (
     to_json_line,
 )
 
+if TYPE_CHECKING:
+    from tpelastic.adapters.sinks.agent_trace import Replayed, ReplayMismatch, replay_agent_events
+
+_REPLAY = ("ReplayMismatch", "Replayed", "replay_agent_events")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REPLAY:
+        from tpelastic.adapters.sinks import agent_trace
+
+        return getattr(agent_trace, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "ReplayMismatch",
+    "Replayed",
     "SCHEMA_VERSION",
     "ConsoleEventHandler",
     "Event",
@@ -41,6 +61,7 @@ __all__ = [
     "get_event_handler",
     "read_json_lines",
     "record",
+    "replay_agent_events",
     "to_json_dict",
     "to_json_line",
 ]

@@ -73,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
         parser, "exit-barrier-timeout", default="300", help="seconds to wait for peers at the end"
     )
     _flag(parser, "events", default="null", help="agent events: null, console, logging, jsonl:PATH")
+    _flag(parser, "events-file", default=None, help="agent events as JSON lines to PATH")
+    _flag(parser, "metrics", default=None, help="agent metrics: null, console or logging")
+    _flag(parser, "metrics-port", default=None, help="serve metrics for Prometheus on this port")
+    _flag(parser, "timers", action="store_true", help="let workers use tpelastic.timer.expires")
+    _flag(parser, "stall-timeout", default=None, help="seconds without progress: worker stuck")
+    _flag(parser, "health-port", default=None, help="serve GET /health (JSON) on this port")
     _flag(parser, "module", "-m", action="store_true", help="run the script as a module")
     _flag(parser, "no-python", action="store_true", help="run the script as a program")
     _flag(parser, "run-path", action="store_true", help="run the script with runpy.run_path")
@@ -259,11 +265,33 @@ def config_from_args(ns: argparse.Namespace) -> Any:
             master_addr=ns.master_addr or ("127.0.0.1" if master_port else None),
             master_port=master_port,
             exit_barrier_timeout=_float("exit-barrier-timeout", ns.exit_barrier_timeout),
-            events=ns.events,
+            events=_events(ns),
             standalone=bool(ns.standalone),
+            metrics_cfg={"tpelastic": ns.metrics} if ns.metrics else {},
+            metrics_port=_port("metrics-port", ns.metrics_port),
+            timers=bool(ns.timers),
+            stall_timeout=_float("stall-timeout", ns.stall_timeout) if ns.stall_timeout else None,
+            health_port=_port("health-port", ns.health_port),
         )
     except ConfigError as error:
         raise UsageError(str(error)) from None
+
+
+def _events(ns: argparse.Namespace) -> str:
+    if not ns.events_file:
+        return str(ns.events)
+    if ns.events != "null":
+        raise UsageError("use one of --events and --events-file")
+    return f"jsonl:{ns.events_file}"
+
+
+def _port(flag: str, text: object) -> int | None:
+    if text is None or str(text).strip() == "":
+        return None
+    port = _int(flag, text, 1)
+    if port > 65535:
+        raise UsageError(f"--{flag} must be in 1..65535, got {port}")
+    return port
 
 
 def _streams(ns: argparse.Namespace, nproc: int) -> tuple[Any, Any]:

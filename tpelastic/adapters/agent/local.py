@@ -59,6 +59,20 @@ class LocalElasticAgent(SimpleElasticAgent):
     def _current_context(self) -> PContext | None:
         return self._ctx
 
+    def _live_local_ranks(self) -> tuple[int, ...]:
+        # A pid that no longer exists is a worker that ended (its exit is reaped at once); a
+        # worker that finished its part must not be reported stuck while its peers go on.
+        live = []
+        for rank, pid in self.worker_pids().items():
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                continue
+            except PermissionError:
+                pass
+            live.append(rank)
+        return tuple(live)
+
     def worker_pids(self) -> dict[int, int]:
         """Local rank -> pid of the running workers (empty when none run)."""
         return self._ctx.pids() if self._ctx is not None else {}

@@ -12,19 +12,23 @@ looked at every ``monitor_interval`` seconds while workers run.
 from __future__ import annotations
 
 import abc
+import functools
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from tpelastic.adapters.agent import report
+from attrs import evolve
+
+from tpelastic.adapters.agent import publish, report
+from tpelastic.adapters.agent.barrier import depart, exit_barrier
 from tpelastic.adapters.agent.env import worker_envs
-from tpelastic.adapters.agent.membership import Membership, wait_counter
+from tpelastic.adapters.agent.membership import Membership
+from tpelastic.adapters.agent.observers import Observers
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
 from tpelastic.adapters.rendezvous import errors as rz
-from tpelastic.adapters.sinks.events import EventSource, event_from_emit, record
-from tpelastic.adapters.sinks.metrics import AgentMetric, put_metric
+from tpelastic.adapters.sinks.events import EventSource, NodeState, event_from_emit, record
 from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
 from tpelastic.adapters.workers.signals import (
     SignalException,
@@ -39,7 +43,6 @@ from tpelastic.core.worker import WorkerState
 from tpelastic.core.worker_group import WorkerGroup, make_group
 
 log = report.log
-_DEPART_WAIT = 10.0  # how long a finished node keeps the store up for peers still closing
 # A look at the rendezvous costs a few store reads; worker exits need no look (they wake us).
 _LOOK_EVERY = 0.25
 
@@ -88,6 +91,8 @@ class SimpleElasticAgent(ElasticAgent):
         self._failures: dict[int, ProcessFailure] = {}
         self._look_errors = 0
         self._next_look = 0.0
+        handler = spec.rdzv_handler
+        self._obs = Observers(spec, self._config, lambda: handler.get_run_id(), lambda: self._state)
 
     # -- what subclasses provide ----------------------------------------------------------------
 
@@ -107,6 +112,10 @@ class SimpleElasticAgent(ElasticAgent):
         """The running worker context, for forwarding signals (None when there is none)."""
         return None
 
+    def _live_local_ranks(self) -> tuple[int, ...]:
+        """The local ranks whose worker is still running (hang detection watches only these)."""
+        return tuple(range(self._spec.local_world_size))
+
     # -- the loop ---------------------------------------------------------------------------------
 
     @property
@@ -122,14 +131,16 @@ class SimpleElasticAgent(ElasticAgent):
         if threading.current_thread() is threading.main_thread():
             restore = install_signal_policy(SignalPolicy(), self._current_context)
         try:
+            self._obs.start()
             self._loop()
         finally:
             try:
                 self._stop_workers("agent exiting")
                 if self._state.phase is core.AgentPhase.SUCCEEDED:
-                    self._depart()
+                    depart(self._membership, self._spec.exit_barrier_timeout)
             finally:
                 self._membership.leave()
+                self._obs.close()
                 if restore is not None:
                     restore()
         return self._result()
@@ -146,8 +157,9 @@ class SimpleElasticAgent(ElasticAgent):
                 self._feed(core.SignalReceived(now=time.monotonic(), signum=int(stop.sigval)))
 
     def _feed(self, event: Any) -> None:
-        result = core.step(self._state, event, self._config)
+        before, result = self._state, core.step(self._state, event, self._config)
         self._state = result.state
+        self._obs.stepped(before, event, result)
         for effect in result.effects:
             self._execute(effect)
 
@@ -177,6 +189,17 @@ class SimpleElasticAgent(ElasticAgent):
         now = time.monotonic()
         if result is not None:
             return self._workers_ended(result, now)
+        stall = self._obs.stuck(now, self._live_local_ranks())
+        if stall is not None:
+            global_rank = self._state.group_rank * self._spec.local_world_size + stall.rank
+            log.warning(
+                "worker local rank %d (rank %d) is stuck: %s",
+                stall.rank,
+                global_rank,
+                stall.describe(),
+            )
+            publish.failure(publish.HANG)
+            return core.WorkerStuck(now=now, local_rank=stall.rank, idle_for=stall.idle_for)
         if not self._membership.healthy():
             reason = "keep-alive lost: this node stopped its workers (self-fencing)"
             return core.RendezvousFailed(now=now, reason=reason, kind="connection")
@@ -191,6 +214,7 @@ class SimpleElasticAgent(ElasticAgent):
         rank, size = joined.facts.group_rank, self._spec.local_world_size
         if not result.is_failed():
             self._return_values = {rank * size + lr: v for lr, v in result.return_values.items()}
+            publish.workers(SUCCEEDED=size)
             return core.WorkersSucceeded(now=now)
         self._failures = report.by_global_rank(
             result.failures, group_rank=rank, local_world_size=size
@@ -198,9 +222,15 @@ class SimpleElasticAgent(ElasticAgent):
         failures = report.to_worker_failures(
             result.failures, group_rank=rank, local_world_size=size, now=now
         )
+        timed_out = {
+            lr: self._obs.timer_reason(pf.pid, pf.signal_name) for lr, pf in result.failures.items()
+        }
+        failures = tuple(evolve(f, reason=timed_out[f.local_rank] or f.reason) for f in failures)
         for failure in failures:
-            put_metric(f"{AgentMetric.FAILURES_PREFIX}exit", 1)
+            why = publish.TIMER if timed_out[failure.local_rank] else publish.EXIT
+            publish.failure(publish.SIGNAL if why == publish.EXIT and failure.signal else why)
             log.warning("worker rank %d failed: %s", failure.global_rank, failure.reason)
+        publish.workers(FAILED=len(failures), HEALTHY=size - len(failures))
         return core.WorkersFailed(now=now, failures=failures)
 
     def _look(self, now: float, *, running: bool) -> Any | None:
@@ -216,6 +246,7 @@ class SimpleElasticAgent(ElasticAgent):
         if seen.closed is not None:
             outcome, why = seen.closed
             closed = outcome if outcome in ("succeeded", "failed") else "failed"
+            self._obs.rendezvous("closed", _node_state(closed), f"{closed}: {why}")
             return core.RendezvousClosed(now=now, outcome=closed, reason=why)  # type: ignore[arg-type]
         if seen.next_opened is not None:
             self._join_reason = None
@@ -254,14 +285,22 @@ class SimpleElasticAgent(ElasticAgent):
         except rz.RendezvousError as error:
             timed_out = isinstance(error, rz.RendezvousTimeoutError)
             kind: RendezvousFailureKind = "timeout" if timed_out else "connection"
+            self._obs.rendezvous(
+                "timed_out" if timed_out else "failed", NodeState.FAILED, str(error)
+            )
             now = time.monotonic()
             self._queue.append(core.RendezvousFailed(now=now, reason=str(error), kind=kind))
             return
         facts = joined.facts
-        put_metric(AgentMetric.RDZV_DURATION_S, time.monotonic() - started)
-        put_metric(AgentMetric.RDZV_ROUND, facts.round)
-        put_metric(AgentMetric.RESTARTS_USED, facts.restart_count)
-        put_metric(AgentMetric.RESTARTS_LEFT, max(0, self._spec.max_restarts - facts.restart_count))
+        publish.round_joined(facts, time.monotonic() - started, self._spec.max_restarts)
+        self._obs.rendezvous(
+            "round_joined",
+            NodeState.RUNNING,
+            f"round {facts.round}: rank {facts.group_rank} of {facts.group_world_size}, "
+            f"restart count {facts.restart_count}",
+            round_no=facts.round,
+            rank=facts.group_rank,
+        )
         self._queue.append(
             core.RoundCompleted(
                 now=time.monotonic(),
@@ -281,7 +320,9 @@ class SimpleElasticAgent(ElasticAgent):
         if seen is not None and seen.closed is not None:
             outcome, reason = seen.closed
             if outcome in ("succeeded", "failed"):
+                self._obs.rendezvous("closed", _node_state(outcome), f"{outcome}: {reason}")
                 return core.RendezvousClosed(now=now, outcome=outcome, reason=reason)  # type: ignore[arg-type]
+        self._obs.rendezvous("closed", NodeState.FAILED, why)
         return core.RendezvousFailed(now=now, reason=why, kind="closed")
 
     def _do_StartWorkers(self, effect: core.StartWorkers) -> None:
@@ -304,6 +345,8 @@ class SimpleElasticAgent(ElasticAgent):
             group_world_size=effect.group_world_size,
         )
         self._failures = {}
+        envs = self._obs.worker_envs(envs, effect.round, time.monotonic())
+        publish.workers(HEALTHY=spec.local_world_size)
         log.info(
             "round %d: node %d of %d, restart %d/%d, starting %d worker(s), master %s:%d",
             effect.round,
@@ -320,6 +363,8 @@ class SimpleElasticAgent(ElasticAgent):
     def _do_StopWorkers(self, effect: core.StopWorkers) -> None:
         log.info("stopping workers: %s", effect.reason)
         self._stop_workers(effect.reason)
+        self._obs.workers_stopped()
+        publish.workers(STOPPED=self._spec.local_world_size)
 
     def _do_OpenNextRound(self, effect: core.OpenNextRound) -> None:
         try:
@@ -329,57 +374,32 @@ class SimpleElasticAgent(ElasticAgent):
         self._join_reason = effect.reason
 
     def _do_EnterExitBarrier(self, effect: core.EnterExitBarrier) -> None:
-        self._queue.append(self._exit_barrier(effect.round))
-
-    def _exit_barrier(self, round_no: int) -> Any:
-        joined = self._membership.joined
-        assert joined is not None
-        store, world = joined.store, joined.facts.group_world_size
-        key = f"agent/exit/{round_no}/arrived"
-        deadline = time.monotonic() + self._spec.exit_barrier_timeout
-        poll = min(self._spec.monitor_interval, 0.05)
-        try:
-            store.add(key, 1)
-            while not wait_counter(store, key, world, time.monotonic(), poll):
-                now = time.monotonic()
-                seen = self._look(now, running=False)
-                if seen is not None:
-                    return seen
-                if now >= deadline:
-                    return core.ExitBarrierTimedOut(now=now)
-                time.sleep(poll)
-        except Exception as error:  # the store went away under us: our workers did succeed
-            now = time.monotonic()
-            return core.RendezvousFailed(now=now, reason=str(error), kind="connection")
-        return core.ExitBarrierPassed(now=time.monotonic())
+        spec = self._spec
+        poll = min(spec.monitor_interval, 0.05)
+        look = functools.partial(self._look, running=False)
+        ended = exit_barrier(
+            self._membership, effect.round, timeout=spec.exit_barrier_timeout, poll=poll, look=look
+        )
+        self._queue.append(ended)
 
     def _do_CloseRendezvous(self, effect: core.CloseRendezvous) -> None:
         try:
             self._membership.close(effect.outcome, effect.reason)
         except Exception as error:  # closing is best effort: a peer may have closed already
             log.warning("could not close the rendezvous: %s", error)
-
-    def _depart(self) -> None:
-        """Say this node is done; the store's host stays up until every peer has said so."""
-        joined = self._membership.joined
-        if joined is None:
-            return
-        key = f"agent/exit/{joined.facts.round}/departed"
-        try:
-            joined.store.add(key, 1)
-            if not self._membership.hosts_store:
-                return
-            deadline = time.monotonic() + min(_DEPART_WAIT, self._spec.exit_barrier_timeout)
-            wait_counter(joined.store, key, joined.facts.group_world_size, deadline, 0.02)
-        except Exception:  # a peer that hosted the store is gone: nothing left to wait for
-            pass
+        self._obs.rendezvous("closed", _node_state(effect.outcome), f"closed here: {effect.reason}")
 
     def _do_LeaveRendezvous(self, effect: core.LeaveRendezvous) -> None:
         self._membership.leave()
+        self._obs.rendezvous("left", NodeState.FAILED, effect.reason)
 
     def _do_ReportFailure(self, effect: core.ReportFailure) -> None:
         name = self._spec.get_entrypoint_name()
         report.print_failure(name, effect.reason, effect.exit_code, self._failures)
+
+
+def _node_state(outcome: str) -> NodeState:
+    return NodeState.SUCCEEDED if outcome == "succeeded" else NodeState.FAILED
 
 
 __all__ = ["ElasticAgent", "SimpleElasticAgent"]

@@ -19,9 +19,9 @@ def _positive(_instance: object, attribute: Any, value: float) -> None:
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
 
 
-def _port_or_none(_instance: object, _attribute: object, value: int | None) -> None:
+def _port_or_none(_instance: object, attribute: Any, value: int | None) -> None:
     if value is not None and not 0 < value <= 65535:
-        raise ValueError(f"master_port must be in 1..65535, got {value!r}")
+        raise ValueError(f"{attribute.name} must be in 1..65535, got {value!r}")
 
 
 @frozen(kw_only=True, eq=False)
@@ -47,6 +47,11 @@ class WorkerSpec:
         exit_barrier_timeout: how long a finished node waits for the rest of the world.
         close_timeout: grace (seconds) between the death signal and SIGKILL when stopping.
         events: the event destination (``null``, ``console``, ``logging``, ``jsonl:<path>``).
+        timers: run a named-pipe timer server; workers get ``TPELASTIC_TIMER_FILE`` so
+            ``tpelastic.timer.expires`` works in them with no setup.
+        stall_timeout: seconds without a ``progress.step()`` after which a worker counts as
+            stuck (a hang: restart within budget, else fail); None (the default) is off.
+        health_port: serve ``GET /health`` (JSON) on 127.0.0.1 at this port; None is off.
     """
 
     role: str = field(default="default", validator=validators.min_len(1))
@@ -69,6 +74,9 @@ class WorkerSpec:
     exit_barrier_timeout: float = field(default=DEFAULT_EXIT_BARRIER_TIMEOUT, validator=_positive)
     close_timeout: float = field(default=30.0, validator=_positive)
     events: str = "null"
+    timers: bool = False
+    stall_timeout: float | None = field(default=None, validator=validators.optional(_positive))
+    health_port: int | None = field(default=None, validator=_port_or_none)
 
     def __attrs_post_init__(self) -> None:
         if self.max_nodes < self.min_nodes:

@@ -68,6 +68,12 @@ class LaunchConfig:
         events: where agent events go (``null``, ``console``, ``logging``, ``jsonl:<path>``).
         standalone: a job on this machine only; with ``max_nodes == 1`` the rendezvous state
             lives in the agent's memory (no store server, no tensorplay import in the agent).
+        metrics_port: serve the agent's metrics for Prometheus on 127.0.0.1 at this port
+            (needs the ``tpelastic[prometheus]`` extra); None is off.
+        timers: run a timer server so ``tpelastic.timer.expires`` works in the workers.
+        stall_timeout: seconds without a ``progress.step()`` after which a worker is stuck
+            (restart within budget, else fail); None is off.
+        health_port: serve ``GET /health`` (JSON) on 127.0.0.1 at this port; None is off.
 
     Raises:
         ConfigError: on any bad value, naming the setting.
@@ -95,6 +101,10 @@ class LaunchConfig:
     metrics_cfg: dict[str, str] = field(factory=dict)
     events: str = field(default="null", validator=validators.instance_of(str))
     standalone: bool = False
+    metrics_port: int | None = field(default=None, validator=_port)
+    timers: bool = False
+    stall_timeout: float | None = None
+    health_port: int | None = field(default=None, validator=_port)
 
     def __attrs_post_init__(self) -> None:
         if self.max_nodes < self.min_nodes:
@@ -104,8 +114,20 @@ class LaunchConfig:
         for name in ("run_id", "role", "rdzv_backend"):
             if not str(getattr(self, name)).strip():
                 raise ConfigError(f"{name} must not be empty")
-        if self.rdzv_timeout is not None:
-            _seconds(self, _Named("rdzv_timeout"), self.rdzv_timeout)
+        named = self.events in ("null", "console", "logging")
+        if not named and not (self.events.startswith("jsonl:") and len(self.events) > 6):
+            raise ConfigError(
+                f"events must be null, console, logging or jsonl:<path>, got {self.events!r}"
+            )
+        for group, handler in self.metrics_cfg.items():
+            if handler not in ("null", "console", "logging"):
+                raise ConfigError(
+                    f"metrics for group {group!r} must go to null, console or logging, "
+                    f"got {handler!r}"
+                )
+        for optional in ("rdzv_timeout", "stall_timeout"):
+            if getattr(self, optional) is not None:
+                _seconds(self, _Named(optional), getattr(self, optional))
         if self.rdzv_backend != "file" and str(self.rdzv_configs.get("store_type", "")) != "file":
             try:
                 parse_endpoint(self.rdzv_endpoint)

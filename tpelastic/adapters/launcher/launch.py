@@ -142,6 +142,9 @@ def worker_spec(
         log_dir=config.log_dir,
         exit_barrier_timeout=config.exit_barrier_timeout,
         events=config.events,
+        timers=config.timers,
+        stall_timeout=config.stall_timeout,
+        health_port=config.health_port,
     )
 
 
@@ -158,8 +161,35 @@ def run_agent(
         from tpelastic.adapters.sinks.metrics import MetricsConfig, initialize_metrics
 
         initialize_metrics(MetricsConfig(groups=dict(config.metrics_cfg)))
+    if config.health_port is not None:
+        require_free_port("--health-port", "127.0.0.1", config.health_port)
     spec = worker_spec(config, entrypoint, args)
-    return LocalElasticAgent(spec).run(config.role)
+    if config.metrics_port is None:
+        return LocalElasticAgent(spec).run(config.role)
+    return _with_prometheus(config.metrics_port, lambda: LocalElasticAgent(spec).run(config.role))
+
+
+def _with_prometheus(port: int, run: Callable[[], RunResult]) -> RunResult:
+    # The agent's metrics (group "tpelastic") go to a Prometheus endpoint for the run only.
+    from tpelastic.adapters.sinks.metrics import DEFAULT_GROUP, DEFAULT_ROUTER
+    from tpelastic.adapters.sinks.prometheus import PrometheusMetricHandler
+
+    require_free_port("--metrics-port", "127.0.0.1", port)
+    try:
+        handler = PrometheusMetricHandler(port=port)
+    except ImportError as error:
+        raise ConfigError(f"--metrics-port: {error}") from None
+    log.info("metrics for Prometheus at %s", handler.url)
+    previous = DEFAULT_ROUTER.routed(DEFAULT_GROUP)
+    DEFAULT_ROUTER.configure(handler, DEFAULT_GROUP)
+    try:
+        return run()
+    finally:
+        if previous is None:
+            DEFAULT_ROUTER.unroute(DEFAULT_GROUP)
+        else:
+            DEFAULT_ROUTER.configure(previous, DEFAULT_GROUP)
+        handler.close()
 
 
 def launch_agent(

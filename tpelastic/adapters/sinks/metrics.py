@@ -141,6 +141,16 @@ class MetricsRouter:
             else:
                 self._groups[group] = handler
 
+    def routed(self, group: str) -> MetricHandler | None:
+        """The handler ``group`` has of its own, or None when it goes to the default."""
+        with self._lock:
+            return self._groups.get(group)
+
+    def unroute(self, group: str) -> None:
+        """Send ``group`` to the default handler again (no-op when it has no handler of its own)."""
+        with self._lock:
+            self._groups.pop(group, None)
+
     def handler_for(self, group: str) -> MetricHandler:
         with self._lock:
             return self._groups.get(group, self._default)

@@ -1,0 +1,74 @@
+"""Helpers for the observability tests: real ``tpelastic run`` processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+REPO = Path(__file__).resolve().parents[2]
+WORKER = str(Path(__file__).resolve().parent / "scripts" / "obs_worker.py")
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TPELASTIC_", "PET_"))}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tpelastic", "run", "--standalone", *args]
+
+
+def tprun(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[str]:
+    """Run ``tpelastic run --standalone ARGS`` to its end."""
+    return subprocess.run(_cmd(*args), capture_output=True, text=True, timeout=timeout, env=_env())
+
+
+def tpstart(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    """Start ``tpelastic run --standalone ARGS`` in the background, output to ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(_cmd(*args), stdout=out, stderr=subprocess.STDOUT, env=_env())
+
+
+def http_get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5.0) as response:
+        return str(response.read().decode("utf-8"))
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float = 60.0, what: str = "it") -> T:
+    """Poll ``probe`` until it returns something other than None (errors count as None)."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            found = probe()
+            if found is not None:
+                return found
+        except Exception as error:  # not up yet: keep polling
+            last = error
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
+
+
+def finish(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> int:
+    """Wait for ``proc``; kill it (by pid) if it overruns, and fail."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+        raise AssertionError("tpelastic run did not finish in time") from None

@@ -1,0 +1,70 @@
+"""Agent events end to end: a real job with a crash and a restart, recorded and replayed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from obs_helpers import WORKER, tprun
+
+from tpelastic.adapters.sinks.agent_trace import ReplayMismatch
+from tpelastic.core.agent import AgentPhase
+from tpelastic.events import Event, RdzvEvent, read_json_lines, replay_agent_events
+
+
+def _crash_once(tmp_path: Path, *flags: str) -> tuple[list[object], str]:
+    path = tmp_path / "events.jsonl"
+    done = tprun(
+        "--nproc-per-node", "2", "--max-restarts", "1", *flags, "--events-file", str(path),
+        WORKER, "--crash-rank", "1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return list(read_json_lines(path)), done.stderr
+
+
+def test_crash_and_restart_replays_through_the_core(tmp_path: Path) -> None:
+    events, _ = _crash_once(tmp_path)
+    replayed = replay_agent_events(events)  # raises on any contradiction
+    assert len(replayed) == 1
+    (result,) = replayed.values()
+    assert result.state.phase is AgentPhase.SUCCEEDED
+    assert result.state.restart_count == 1
+    steps = [e for e in events if isinstance(e, Event) and e.name == "agent.step"]
+    assert result.steps == len(steps)
+    observed = [s.metadata["event"]["type"] for s in steps]  # type: ignore[index,call-overload]
+    assert observed == [
+        "AgentStarted",
+        "RoundCompleted",
+        "WorkersFailed",
+        "RoundCompleted",
+        "WorkersSucceeded",
+        "ExitBarrierPassed",
+    ]
+    failed = steps[2].metadata["event"]["failures"]  # type: ignore[index,call-overload]
+    assert [f["local_rank"] for f in failed] == [1]
+    rdzv = [(e.name, e.round, e.rank) for e in events if isinstance(e, RdzvEvent)]
+    assert rdzv == [
+        ("rdzv.round_joined", 0, 0),
+        ("rdzv.round_joined", 1, 0),
+        ("rdzv.closed", 1, 0),
+    ]
+
+
+def test_a_tampered_or_missing_record_is_named(tmp_path: Path) -> None:
+    events, _ = _crash_once(tmp_path)
+    steps = [e for e in events if isinstance(e, Event) and e.name == "agent.step"]
+    # Drop the failure: the next RoundCompleted arrives in RUNNING, which the records contradict.
+    with pytest.raises(ReplayMismatch, match="step 3: expected step 2"):
+        replay_agent_events([e for e in events if e is not steps[2]])
+    meta = dict(steps[3].metadata)
+    meta["to"] = "FAILED"
+    forged = Event(name="agent.step", source=steps[3].source, metadata=meta)
+    with pytest.raises(ReplayMismatch, match="step 3: recorded to 'FAILED'"):
+        replay_agent_events([forged if e is steps[3] else e for e in events])
+
+
+def test_console_events_go_to_stderr(tmp_path: Path) -> None:
+    done = tprun("--nproc-per-node", "1", "--events", "console", WORKER)
+    assert done.returncode == 0, done.stderr
+    assert '"name":"agent.step"' in done.stderr
+    assert '"name":"rdzv.round_joined"' in done.stderr

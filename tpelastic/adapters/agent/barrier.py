@@ -1,0 +1,75 @@
+"""The end of a run: the exit barrier every node of a round waits at, and departing.
+
+Moved out of the run loop so that it stays one screenful per job; the behaviour is the loop's
+(see specs/agent.md: ``EnterExitBarrier`` and the exit codes).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tpelastic.adapters.agent.membership import Membership, wait_counter
+from tpelastic.core import agent as core
+
+DEPART_WAIT = 10.0  # how long a finished node keeps the store up for peers still closing
+
+
+def exit_barrier(
+    membership: Membership,
+    round_no: int,
+    *,
+    timeout: float,
+    poll: float,
+    look: Callable[[float], Any | None],
+) -> Any:
+    """Arrive at round ``round_no``'s exit barrier and wait for every node of the round.
+
+    ``look(now)`` is asked between polls for anything that ends the wait early (a close, a
+    newer round).
+
+    Returns:
+        The observation for the agent machine: ``ExitBarrierPassed``, ``ExitBarrierTimedOut``
+        after ``timeout`` seconds, what ``look`` saw, or ``RendezvousFailed`` when the store
+        went away (our workers did succeed).
+    """
+    joined = membership.joined
+    assert joined is not None
+    store, world = joined.store, joined.facts.group_world_size
+    key = f"agent/exit/{round_no}/arrived"
+    deadline = time.monotonic() + timeout
+    try:
+        store.add(key, 1)
+        while not wait_counter(store, key, world, time.monotonic(), poll):
+            now = time.monotonic()
+            seen = look(now)
+            if seen is not None:
+                return seen
+            if now >= deadline:
+                return core.ExitBarrierTimedOut(now=now)
+            time.sleep(poll)
+    except Exception as error:  # the store went away under us: our workers did succeed
+        now = time.monotonic()
+        return core.RendezvousFailed(now=now, reason=str(error), kind="connection")
+    return core.ExitBarrierPassed(now=time.monotonic())
+
+
+def depart(membership: Membership, timeout: float) -> None:
+    """Say this node is done; the store's host stays up (at most ``timeout`` s, capped at
+    :data:`DEPART_WAIT`) until every peer has said so. Never raises."""
+    joined = membership.joined
+    if joined is None:
+        return
+    key = f"agent/exit/{joined.facts.round}/departed"
+    try:
+        joined.store.add(key, 1)
+        if not membership.hosts_store:
+            return
+        deadline = time.monotonic() + min(DEPART_WAIT, timeout)
+        wait_counter(joined.store, key, joined.facts.group_world_size, deadline, 0.02)
+    except Exception:  # a peer that hosted the store is gone: nothing left to wait for
+        pass
+
+
+__all__ = ["DEPART_WAIT", "depart", "exit_barrier"]
