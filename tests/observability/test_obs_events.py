@@ -31,7 +31,7 @@ def test_crash_and_restart_replays_through_the_core(tmp_path: Path) -> None:
     assert result.state.restart_count == 1
     steps = [e for e in events if isinstance(e, Event) and e.name == "agent.step"]
     assert result.steps == len(steps)
-    observed = [s.metadata["event"]["type"] for s in steps]  # type: ignore[index,call-overload]
+    observed = [s.metadata["event"]["type"] for s in steps]
     assert observed == [
         "AgentStarted",
         "RoundCompleted",
@@ -40,7 +40,7 @@ def test_crash_and_restart_replays_through_the_core(tmp_path: Path) -> None:
         "WorkersSucceeded",
         "ExitBarrierPassed",
     ]
-    failed = steps[2].metadata["event"]["failures"]  # type: ignore[index,call-overload]
+    failed = steps[2].metadata["event"]["failures"]
     assert [f["local_rank"] for f in failed] == [1]
     rdzv = [(e.name, e.round, e.rank) for e in events if isinstance(e, RdzvEvent)]
     assert rdzv == [
