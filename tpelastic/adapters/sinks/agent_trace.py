@@ -103,10 +103,10 @@ class Replayed:
 
 
 def _config(meta: Mapping[str, Any]) -> core.AgentConfig:
-    cfg = {k: v for k, v in dict(meta["config"]).items() if k != "type"}
     try:
+        cfg = {k: v for k, v in dict(meta["config"]).items() if k != "type"}
         return core.AgentConfig(**cfg)
-    except (TypeError, ValueError) as error:
+    except (KeyError, TypeError, ValueError) as error:
         raise ReplayMismatch(f"bad agent config in the records: {error}") from None
 
 
@@ -158,7 +158,11 @@ def replay_agent_events(events: Iterable[AnyEvent]) -> dict[str, Replayed]:
             raise ReplayMismatch(
                 f"{where}: recorded from {meta.get('from')}, replay is in {state.phase.name}"
             )
-        result = core.step(state, decode_observation(dict(meta["event"])), config)  # type: ignore[arg-type]
+        try:
+            observation = decode_observation(dict(meta.get("event") or {}))  # type: ignore[arg-type]
+        except ReplayMismatch as error:
+            raise ReplayMismatch(f"{where}: {error}") from None
+        result = core.step(state, observation, config)
         _check_one(where, meta, state, result)
         replays[agent] = (config, result.state, seq + 1)
     return {a: Replayed(agent=a, steps=n, state=s) for a, (_c, s, n) in replays.items()}
