@@ -11,12 +11,16 @@ import subprocess
 import sys
 from typing import Any
 
+import attrs
 import pytest
-from attrs import frozen
+from attrs import evolve, frozen
 
+from tpelastic.core.agent import AgentState
 from tpelastic.core.export import markup, markup_machine
 from tpelastic.core.machines import all_tables
-from tpelastic.core.table import InvalidTransition, Row, Table, build_table
+from tpelastic.core.rendezvous.state import JoinState
+from tpelastic.core.restart_budget import BudgetState
+from tpelastic.core.table import InvalidTransition, Row, Table, build_table, phase_setter
 from tpelastic.core.values import Rejected
 
 
@@ -183,3 +187,37 @@ def test_importing_and_stepping_the_machines_does_not_import_transitions() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+@frozen(kw_only=True)
+class Derived:
+    """A state whose derived field depends on its phase: the setter must run its init."""
+
+    phase: Ph = Ph.A
+    label: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "label", f"in {self.phase.name}")
+
+
+def test_phase_setter_copies_every_field_and_sets_the_phase() -> None:
+    old = Toy(phase=Ph.A, count=7)
+    new = phase_setter(Toy)(old, Ph.C)
+    assert new == evolve(old, phase=Ph.C) and type(new) is Toy
+    assert old == Toy(phase=Ph.A, count=7)
+
+
+def test_phase_setter_falls_back_to_evolve_where_the_shortcut_would_be_wrong() -> None:
+    assert phase_setter(Derived)(Derived(), Ph.B).label == "in B"
+
+
+@pytest.mark.parametrize(
+    "sample",
+    [JoinState(reason="failure", from_round=3, round_no=4, slot=2), BudgetState(), AgentState()],
+    ids=lambda s: type(s).__name__,
+)
+def test_phase_setter_agrees_with_evolve_on_machine_states(sample: Any) -> None:
+    """The setter the tables step with copies a machine's state exactly: only the phase moves
+    (the other machines' states are stepped by tests/properties/test_tables_total.py)."""
+    for phase in type(sample.phase):
+        assert phase_setter(type(sample))(sample, phase) == evolve(sample, phase=phase)

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import Any, Generic, Protocol, TypeVar
 
+import attrs
 from attrs import evolve, field, frozen
 
 from tpelastic.core.values import Rejected
@@ -70,9 +72,20 @@ def _no_action(state: Any, event: Any, config: Any) -> tuple[Any, tuple[object, 
     return state, ()
 
 
+# The compiled form of the rows for one (phase, event type): the guarded rows with their guard
+# and action functions, in table order, then the unguarded "otherwise" row (if any) with its action.
+_Guarded = tuple[tuple[Guard, Row, Action], ...]
+_Choice = tuple[_Guarded, tuple[Row, Action] | None]
+
+
 @frozen(kw_only=True)
 class Table:
-    """A validated machine: its phases, event types, rows, and the named guards and actions."""
+    """A validated machine: its phases, event types, rows, and the named guards and actions.
+
+    Built by :func:`build_table`, which also compiles the rows into ``_choices``, a dict from
+    (phase, event type) to the candidate rows with their guard and action functions resolved:
+    a step is one dict lookup, not a scan of the rows or of the name mappings.
+    """
 
     name: str
     phases: type[enum.Enum]
@@ -84,31 +97,67 @@ class Table:
     terminal: frozenset[enum.Enum] = field(factory=frozenset)
     doc: str = ""
     _index: Mapping[tuple[enum.Enum, type], tuple[Row, ...]] = field(factory=dict, alias="_index")
+    _choices: Mapping[tuple[enum.Enum, type], _Choice] = field(factory=dict, alias="_choices")
+    # state class -> its phase setter, made on the first step of each class (a cache, not data).
+    _setters: dict[type, Callable[[Any, enum.Enum], Any]] = field(
+        factory=dict, alias="_setters", eq=False, repr=False
+    )
 
     def rows_for(self, phase: enum.Enum, event_type: type) -> tuple[Row, ...]:
         return self._index.get((phase, event_type), ())
 
     def select(self, state: Any, event: Any, config: Any) -> Row | None:
-        """The one row that applies to ``event`` in ``state``; None means the event is rejected."""
-        candidates = self.rows_for(state.phase, type(event))
-        chosen = [r for r in candidates if r.guard and self.guards[r.guard](state, event, config)]
-        if len(chosen) > 1:
-            names = ", ".join(str(r.guard) for r in chosen)
-            raise InvalidTransition(f"{self.name}: guards {names} all hold in {state.phase.name}")
-        if chosen:
-            return chosen[0]
-        fallback = [r for r in candidates if r.guard is None]
-        return fallback[0] if fallback else None
+        """The one row that applies to ``event`` in ``state``; None means the event is rejected.
+
+        Raises:
+            InvalidTransition: two guarded rows hold at once (a bug in the table).
+        """
+        chosen = self._choose(state, event, config)
+        return chosen[0] if chosen is not None else None
+
+    def _choose(self, state: Any, event: Any, config: Any) -> tuple[Row, Action] | None:
+        choice = self._choices.get((state.phase, type(event)))
+        if choice is None:
+            return None
+        guarded, otherwise = choice
+        found: tuple[Row, Action] | None = None
+        for guard, row, action in guarded:
+            # Every guard is evaluated, not just up to the first that holds: two holding at once
+            # is a bug in the table, and stepping is where it would show.
+            if guard(state, event, config):
+                if found is not None:
+                    self._overlap(state, event, config)
+                found = (row, action)
+        return found if found is not None else otherwise
+
+    def _overlap(self, state: Any, event: Any, config: Any) -> None:
+        holding = [
+            str(r.guard)
+            for r in self.rows_for(state.phase, type(event))
+            if r.guard and self.guards[r.guard](state, event, config)
+        ]
+        names = ", ".join(holding)
+        raise InvalidTransition(f"{self.name}: guards {names} all hold in {state.phase.name}")
 
     def step(self, state: S, event: object, config: Any) -> Step[S]:
-        """Apply ``event`` to ``state``: the pure heart of every machine."""
-        row = self.select(state, event, config)
-        if row is None:
+        """Apply ``event`` to ``state``: the pure heart of every machine.
+
+        Returns the next state and the effects in order; an event without a row leaves the state
+        as it is, with one :class:`~tpelastic.core.values.Rejected` effect.
+
+        Raises:
+            InvalidTransition: two guarded rows hold at once (a bug in the table).
+        """
+        chosen = self._choose(state, event, config)
+        if chosen is None:
             return Step(state=state, effects=(self.rejection(state, event, config),))
-        action = self.actions[row.action] if row.action else _no_action
+        row, action = chosen
         new_state, effects = action(state, event, config)
         if new_state.phase is not row.dst:
-            new_state = evolve(new_state, phase=row.dst)
+            setter = self._setters.get(type(new_state))
+            if setter is None:
+                setter = self._setters.setdefault(type(new_state), phase_setter(type(new_state)))
+            new_state = setter(new_state, row.dst)
         return Step(state=new_state, effects=tuple(effects))
 
     def rejection(self, state: Any, event: object, config: Any) -> Rejected:
@@ -120,6 +169,63 @@ class Table:
         else:
             reason = f"{event_name} is not expected in {state.phase.name}"
         return Rejected(machine=self.name, phase=state.phase.name, event=event_name, reason=reason)
+
+
+def phase_setter(cls: type) -> Callable[[Any, enum.Enum], Any]:
+    """A function ``(state, phase) -> copy of state with that phase`` for the attrs class ``cls``.
+
+    It is ``attrs.evolve(state, phase=phase)`` without evolve's per-call introspection and
+    without re-running validators: every other field is copied from an instance that already
+    passed them, and the phase comes from a validated table. Classes where that shortcut would
+    be wrong (an ``__attrs_post_init__``, a validator or converter on ``phase``, a cached hash)
+    get plain ``evolve``.
+    """
+    fields_ = attrs.fields(cls)
+    phase = attrs.fields_dict(cls).get("phase")
+    slots = getattr(cls, "__slots__", ())
+    if (
+        phase is None
+        or phase.validator is not None
+        or phase.converter is not None
+        or hasattr(cls, "__attrs_post_init__")
+        or "__attrs_cached_hash" in slots
+        or "_attrs_cached_hash" in slots
+    ):
+        return lambda state, value: evolve(state, phase=value)
+    others = tuple(f.name for f in fields_ if f.name != "phase")
+    read: Callable[[Any], tuple[Any, ...]]
+    if len(others) > 1:
+        read = attrgetter(*others)
+    else:
+        read = lambda s: tuple(getattr(s, name) for name in others)  # noqa: E731
+    put = object.__setattr__
+    new = object.__new__
+
+    def with_phase(state: Any, value: enum.Enum) -> Any:
+        # object.__setattr__ is how attrs itself fills a frozen instance.
+        copy: Any = new(cls)
+        for name, item in zip(others, read(state), strict=True):
+            put(copy, name, item)
+        put(copy, "phase", value)
+        return copy
+
+    return with_phase
+
+
+def _compile(
+    index: Mapping[tuple[enum.Enum, type], list[Row]],
+    guards: Mapping[str, Guard],
+    actions: Mapping[str, Action],
+) -> dict[tuple[enum.Enum, type], _Choice]:
+    def action_of(row: Row) -> Action:
+        return actions[row.action] if row.action else _no_action
+
+    compiled: dict[tuple[enum.Enum, type], _Choice] = {}
+    for key, group in index.items():
+        guarded = tuple((guards[r.guard], r, action_of(r)) for r in group if r.guard is not None)
+        otherwise = next(((r, action_of(r)) for r in group if r.guard is None), None)
+        compiled[key] = (guarded, otherwise)
+    return compiled
 
 
 def build_table(
@@ -174,4 +280,5 @@ def build_table(
         terminal=terminal,
         doc=doc,
         _index={key: tuple(group) for key, group in index.items()},
+        _choices=_compile(index, guards, actions),
     )
