@@ -199,6 +199,7 @@ class SimpleElasticAgent(ElasticAgent):
                 stall.describe(),
             )
             publish.failure(publish.HANG)
+            publish.workers(UNHEALTHY=1, HEALTHY=self._spec.local_world_size - 1)
             return core.WorkerStuck(now=now, local_rank=stall.rank, idle_for=stall.idle_for)
         if not self._membership.healthy():
             reason = "keep-alive lost: this node stopped its workers (self-fencing)"
@@ -364,7 +365,8 @@ class SimpleElasticAgent(ElasticAgent):
         log.info("stopping workers: %s", effect.reason)
         self._stop_workers(effect.reason)
         self._obs.workers_stopped()
-        publish.workers(STOPPED=self._spec.local_world_size)
+        failed = len(self._failures)  # this attempt's failed workers stay counted as FAILED
+        publish.workers(STOPPED=self._spec.local_world_size - failed, FAILED=failed)
 
     def _do_OpenNextRound(self, effect: core.OpenNextRound) -> None:
         try:
@@ -391,7 +393,8 @@ class SimpleElasticAgent(ElasticAgent):
 
     def _do_LeaveRendezvous(self, effect: core.LeaveRendezvous) -> None:
         self._membership.leave()
-        self._obs.rendezvous("left", NodeState.FAILED, effect.reason)
+        ok = self._state.phase is core.AgentPhase.SUCCEEDED  # left after the barrier timed out
+        self._obs.rendezvous("left", NodeState.SUCCEEDED if ok else NodeState.FAILED, effect.reason)
 
     def _do_ReportFailure(self, effect: core.ReportFailure) -> None:
         name = self._spec.get_entrypoint_name()
