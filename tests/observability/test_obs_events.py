@@ -22,7 +22,7 @@ def _crash_once(tmp_path: Path, *flags: str) -> tuple[list[object], str]:
     return list(read_json_lines(path)), done.stderr
 
 
-def test_crash_and_restart_replays_through_the_core(tmp_path: Path) -> None:
+def test_A8_a_crash_and_restart_replay_through_the_core(tmp_path: Path) -> None:
     events, _ = _crash_once(tmp_path)
     replayed = replay_agent_events(events)  # raises on any contradiction
     assert len(replayed) == 1
