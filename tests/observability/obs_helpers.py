@@ -29,8 +29,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tpelastic", "run", "--standalone", *args]
+def _cmd(*args: str, standalone: bool = True) -> list[str]:
+    alone = ["--standalone"] if standalone else []
+    return [sys.executable, "-m", "tpelastic", "run", *alone, *args]
 
 
 def tprun(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[str]:
@@ -38,10 +39,11 @@ def tprun(*args: str, timeout: float = 90.0) -> subprocess.CompletedProcess[str]
     return subprocess.run(_cmd(*args), capture_output=True, text=True, timeout=timeout, env=_env())
 
 
-def tpstart(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    """Start ``tpelastic run --standalone ARGS`` in the background, output to ``log``."""
+def tpstart(*args: str, log: Path, standalone: bool = True) -> subprocess.Popen[bytes]:
+    """Start ``tpelastic run [--standalone] ARGS`` in the background, output to ``log``."""
+    cmd = _cmd(*args, standalone=standalone)
     with open(log, "wb") as out:
-        return subprocess.Popen(_cmd(*args), stdout=out, stderr=subprocess.STDOUT, env=_env())
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env())
 
 
 def http_get(url: str) -> str:

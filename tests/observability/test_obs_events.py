@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from obs_helpers import WORKER, tprun
+from obs_helpers import WORKER, finish, free_port, tprun, tpstart
 
 from tpelastic.adapters.sinks.agent_trace import ReplayMismatch
 from tpelastic.core.agent import AgentPhase
@@ -68,3 +68,42 @@ def test_console_events_go_to_stderr(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert '"name":"agent.step"' in done.stderr
     assert '"name":"rdzv.round_joined"' in done.stderr
+
+
+def test_two_nodes_share_one_events_file_and_both_replay(tmp_path: Path) -> None:
+    path, port = tmp_path / "events.jsonl", free_port()
+    fast = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=30"
+    nodes = [
+        tpstart(
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "1",
+            "--rdzv-backend",
+            "tcp",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{port}",
+            "--rdzv-id",
+            "obs-two",
+            "--local-addr",
+            "127.0.0.1",
+            "--rdzv-conf",
+            fast,
+            "--max-restarts",
+            "1",
+            "--events-file",
+            str(path),
+            WORKER,
+            "--crash-rank",
+            "1",
+            log=tmp_path / f"node{i}.log",
+            standalone=False,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    codes = [finish(proc, timeout=90) for proc in nodes]
+    assert codes == [0, 0], [(tmp_path / f"node{i}.log").read_text()[-2000:] for i in range(2)]
+    replayed = replay_agent_events(read_json_lines(path))
+    assert len(replayed) == 2
+    for run in replayed.values():
+        assert run.state.phase is AgentPhase.SUCCEEDED and run.state.restart_count == 1

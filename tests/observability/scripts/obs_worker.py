@@ -1,8 +1,9 @@
 """A worker for the observability tests (no tensorplay: it starts fast).
 
-It steps the progress heartbeat, then does what its flags say on the first attempt
-(restart count 0): crash, overrun a timer, or stop stepping. Later attempts step a few times
-and exit 0. ``--hold-until PATH`` keeps every worker stepping until PATH exists.
+It steps the progress heartbeat, then does what its flags say (``--*-rank`` are global ranks)
+on the first attempt (restart count 0): crash, overrun a timer, or stop stepping. Later
+attempts step a few times and exit 0. ``--hold-until PATH`` keeps every worker stepping until
+PATH exists.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ def main() -> int:
     parser.add_argument("--every-attempt", action="store_true")
     parser.add_argument("--hold-until", default="")
     args = parser.parse_args()
-    rank = int(os.environ["LOCAL_RANK"])
+    rank = int(os.environ["RANK"])  # the global rank: the same as the local one on one node
     first = int(os.environ["TPELASTIC_RESTART_COUNT"]) == 0 or args.every_attempt
     for _ in range(3):
         progress.step()
         time.sleep(0.02)
     if first and rank == args.crash_rank:
-        print(f"local rank {rank} crashes on purpose", file=sys.stderr, flush=True)
+        print(f"rank {rank} crashes on purpose", file=sys.stderr, flush=True)
         return 1
     if first and rank == args.timer_rank:
         with expires(after=1, scope="slow-step"):
@@ -50,7 +51,7 @@ def main() -> int:
                 time.sleep(0.05)
     if args.hold_until:
         hold(args.hold_until)
-    print(f"local rank {rank} done", flush=True)
+    print(f"rank {rank} done", flush=True)
     return 0
 
 
