@@ -9,6 +9,10 @@ Measures, for each launcher that is installed:
 * the agent's peak RSS during a 2-worker job.
 
     python bench/launcher_bench.py --trials 9 --repeat 5
+    python bench/launcher_bench.py --launchers tpelastic --no-recovery --repeat 15
+
+Timings are taken round-robin (bare, then each launcher, then again), so that a change of load
+on a shared machine hits every column alike; the load average is printed with the results.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ LAUNCHERS = {
 def env(**extra: str) -> dict[str, str]:
     out = {**os.environ, "PYTHONPATH": str(REPO), "TPELASTIC_LOG_LEVEL": "WARNING", **extra}
     out.setdefault("OMP_NUM_THREADS", "1")
+    # With PYTHONDONTWRITEBYTECODE set (as in some dev shells) every run compiles tpelastic from
+    # source, which no installed copy does: measure what users get, with cached bytecode.
+    out.pop("PYTHONDONTWRITEBYTECODE", None)
     return out
 
 
@@ -159,16 +166,43 @@ def peak_rss(name: str) -> float:
     return peak / 2**20
 
 
+def load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def round_robin(names: list[str], repeat: int) -> dict[str, list[float]]:
+    """Wall times keyed ``bare noop``, ``bare gloo``, ``<launcher> noop``, ``<launcher> gloo``."""
+    times: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        for job, extra in (("noop", {"BENCH_NOOP": "1"}), ("gloo", {})):
+            times.setdefault(f"bare {job}", []).append(bare("job_tensorplay.py", **extra))
+            for name in names:
+                times.setdefault(f"{name} {job}", []).append(timed(name, **extra))
+    return times
+
+
+def recoveries(name: str, trials: int) -> tuple[float, float, int]:
+    ok = [t for t in (recovery(name) for _ in range(trials)) if t is not None]
+    first = statistics.median(t[0] for t in ok) if ok else float("nan")
+    ready = statistics.median(t[1] for t in ok) if ok else float("nan")
+    return first, ready, len(ok)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=9, help="recovery trials per launcher")
     parser.add_argument("--repeat", type=int, default=5, help="runs per timing (median)")
+    parser.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated")
+    parser.add_argument("--no-recovery", action="store_true", help="skip recovery and RSS")
     args = parser.parse_args()
-    names = [n for n in LAUNCHERS if installed(n)]
-    bare_noop = statistics.median(
-        bare("job_tensorplay.py", BENCH_NOOP="1") for _ in range(args.repeat)
-    )
-    bare_gloo = statistics.median(bare("job_tensorplay.py") for _ in range(args.repeat))
+    wanted = [n.strip() for n in args.launchers.split(",")]
+    unknown = [n for n in wanted if n not in LAUNCHERS]
+    if unknown:
+        raise SystemExit(f"unknown launcher(s) {unknown}: choose from {list(LAUNCHERS)}")
+    names = [n for n in wanted if installed(n)]
+    print(f"load average before: {load()}", flush=True)
+    times = {k: statistics.median(v) for k, v in round_robin(names, args.repeat).items()}
+    bare_noop, bare_gloo = times["bare noop"], times["bare gloo"]
     print(f"bare: no-op {bare_noop:.3f} s, gloo init + all_reduce {bare_gloo:.3f} s")
     print(
         "| launcher | no-op job | overhead | gloo job | x bare | recovery: first line "
@@ -176,18 +210,17 @@ def main() -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in names:
-        noop = statistics.median(timed(name, BENCH_NOOP="1") for _ in range(args.repeat))
-        gloo = statistics.median(timed(name) for _ in range(args.repeat))
-        trials = [recovery(name) for _ in range(args.trials)]
-        ok = [t for t in trials if t is not None]
-        first = statistics.median(t[0] for t in ok) if ok else float("nan")
-        ready = statistics.median(t[1] for t in ok) if ok else float("nan")
-        print(
-            f"| {name} | {noop:.3f} s | {noop - bare_noop:.3f} s | {gloo:.3f} s | "
-            f"{gloo / bare_gloo:.2f} | {first:.3f} s | {ready:.3f} s | {len(ok)}/{args.trials} | "
-            f"{peak_rss(name):.0f} MiB |",
-            flush=True,
-        )
+        noop, gloo = times[f"{name} noop"], times[f"{name} gloo"]
+        row = f"| {name} | {noop:.3f} s | {noop - bare_noop:.3f} s | {gloo:.3f} s | "
+        row += f"{gloo / bare_gloo:.2f} | "
+        if args.no_recovery:
+            row += "- | - | - | - |"
+        else:
+            first, ready, ok = recoveries(name, args.trials)
+            row += f"{first:.3f} s | {ready:.3f} s | {ok}/{args.trials} | "
+            row += f"{peak_rss(name):.0f} MiB |"
+        print(row, flush=True)
+    print(f"load average after: {load()}")
     return 0
 
 

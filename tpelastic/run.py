@@ -2,7 +2,8 @@
 
 import sys
 
+from tpelastic.cli.main import finish
 from tpelastic.cli.run import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(finish(main(sys.argv[1:])))

@@ -12,11 +12,14 @@ for that is not registered, so a broken third-party package cannot break the bui
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING
 
 from tpelastic.adapters.rendezvous.errors import RendezvousError
 from tpelastic.adapters.rendezvous.handler import RendezvousHandler
 from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 ENTRY_POINT_GROUP = "tpelastic.rendezvous_backends"
 
@@ -87,6 +90,10 @@ class HandlerRegistry:
     def _entry_point(self, name: str) -> EntryPoint | None:
         if self._group is None:
             return None
+        # Imported here: importlib.metadata is slow to import, and only a name that is not
+        # built in (a third-party backend) is ever looked up among the entry points.
+        from importlib.metadata import entry_points
+
         matches = list(entry_points(group=self._group, name=name))
         return matches[0] if matches else None
 

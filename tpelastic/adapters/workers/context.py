@@ -160,20 +160,22 @@ class PContext(abc.ABC):
     # -- starting -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the watchdog, every worker, and the watcher thread.
+        """Start every worker, the watchdog, and the watcher thread.
 
         If a worker fails to start, the ones already started are stopped and the error raised.
         """
-        self._watchdog = subprocess.Popen(
-            [sys.executable, "-I", "-S", _WATCHDOG, str(os.getpid())],
-            stdin=subprocess.PIPE,
-            start_new_session=True,
-        )
         try:
             for rank in range(self.nprocs):
-                handle = _LAUNCHER.run(functools.partial(self._start_one, rank))
-                self._workers[rank] = handle
-                self._tell_watchdog(f"{handle.pid}\n")
+                self._workers[rank] = _LAUNCHER.run(functools.partial(self._start_one, rank))
+            # The workers first, so they do not wait for it: the watchdog's cover is for their
+            # children, and a worker has none in the moment before the watchdog is up (the
+            # worker itself already carries the parent-death signal).
+            self._watchdog = subprocess.Popen(
+                [sys.executable, "-I", "-S", _WATCHDOG, str(os.getpid())],
+                stdin=subprocess.PIPE,
+                start_new_session=True,
+            )
+            self._tell_watchdog("".join(f"{w.pid}\n" for w in self._workers.values()))
         except BaseException:
             self.close(death_sig=signal.SIGKILL, timeout=0)
             raise

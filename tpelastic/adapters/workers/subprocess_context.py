@@ -1,8 +1,9 @@
 """SubprocessContext: workers that run a command (``python -u train.py ...`` or any binary).
 
-Each worker is started through the launcher shim (see ``shim.py``) in a new session, so it leads
-its own process group and dies with its agent. A redirected stream goes straight to its file; a
-teed stream goes through a pipe that a pump copies to the file and, prefixed, to the console.
+Each worker is started through a short prefix that arms the parent-death signal (see
+``deathsig.py``) in a new session, so it leads its own process group and dies with its agent. A
+redirected stream goes straight to its file; a teed stream goes through a pipe that a pump copies
+to the file and, prefixed, to the console.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ import sys
 import threading
 from typing import IO, Any
 
+from tpelastic.adapters.workers import deathsig
 from tpelastic.adapters.workers.context import PContext, WorkerHandle
 from tpelastic.adapters.workers.logs import RankFiles
 from tpelastic.adapters.workers.tee import StreamPump, console_fd, line_prefix
-
-_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim.py")
 
 
 class _PopenWorker(WorkerHandle):
@@ -87,7 +87,7 @@ class SubprocessContext(PContext):
 
     def _start_one(self, local_rank: int) -> WorkerHandle:
         files = self.files[local_rank]
-        argv = [sys.executable, "-I", "-S", _SHIM, str(os.getpid()), "--", self.entrypoint]
+        argv = [*deathsig.prefix(os.getpid()), self.entrypoint]
         out, out_pipe = self._stream(files.stdout, files.tee_stdout)
         err, err_pipe = self._stream(files.stderr, files.tee_stderr)
         try:

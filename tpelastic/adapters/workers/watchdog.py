@@ -58,4 +58,6 @@ if __name__ == "__main__":
     # A terminal's Ctrl-C or hangup is for the agent; the watchdog must outlive it to clean up.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    sys.exit(watch(int(sys.argv[1])))
+    # os._exit: nothing to flush or finalize, and the agent waits for this exit when it stops
+    # its workers, so the interpreter's teardown would only add to every job's end.
+    os._exit(watch(int(sys.argv[1])))

@@ -1,0 +1,132 @@
+"""Regression guard for launch overhead (issue 5): what a standalone no-op launch imports.
+
+Not a timed test: it runs the real ``python -m tpelastic.run --standalone`` path (real agent,
+real worker processes) and checks *which* modules get imported, in the agent, in a worker
+before the user's script, and in the Python shim. Timings are in docs/benchmarks-launcher.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tpelastic.adapters.workers import deathsig
+
+# None of these is needed to launch a standalone job of commands; each costs the agent
+# milliseconds to tens of milliseconds at every launch.
+HEAVY_IN_AGENT = (
+    "transitions",  # only the spec export and the tests build the markup
+    "tensorplay",  # a standalone agent keeps its rendezvous state in memory
+    "torch",
+    "psutil",  # only when a process tree is left to stop
+    "prometheus_client",
+    "hypothesis",
+    "matplotlib",
+    "multiprocessing",  # only for callables
+    "asyncio",
+    "importlib.metadata",  # only for third-party rendezvous backends
+    "secrets",
+    "uuid",
+    "tpelastic.sim",
+    "tpelastic.core.sim",
+    "tpelastic.adapters.sim",
+    "tpelastic.core.export",
+    "tpelastic.cli.sim",
+    "tpelastic.cli.demo",
+    "tpelastic.cli.spec",
+    "tpelastic.adapters.sinks.prometheus",
+    "tpelastic.adapters.health",
+    "tpelastic.adapters.timer",
+)
+
+# The worker records what its interpreter had imported before the first line of the script ran.
+WORKER = textwrap.dedent(
+    """
+    import json, os, sys
+    with open(os.path.join(os.environ["OUT_DIR"], os.environ["LOCAL_RANK"]), "w") as out:
+        json.dump(sorted(sys.modules), out)
+    """
+)
+
+AGENT = textwrap.dedent(
+    """
+    import json, runpy, sys
+    sys.argv = ["tpelastic.run", *sys.argv[1:]]
+    try:
+        runpy.run_module("tpelastic.run", run_name="__main__", alter_sys=True)
+    except SystemExit as end:
+        code = end.code
+    print("MODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}))
+    """
+)
+
+
+def _loaded(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if any(m == n or m.startswith(n + ".") for m in modules)]
+
+
+@pytest.fixture(scope="module")
+def launch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    folder = tmp_path_factory.mktemp("launch")
+    script = folder / "worker.py"
+    script.write_text(WORKER)
+    env = {**os.environ, "OUT_DIR": str(folder), "TPELASTIC_LOG_LEVEL": "WARNING"}
+    argv = ["--standalone", "--nproc-per-node", "2", str(script)]
+    done = subprocess.run(
+        [sys.executable, "-c", AGENT, *argv], capture_output=True, text=True, env=env, timeout=60
+    )
+    line = [x for x in done.stdout.splitlines() if x.startswith("MODULES ")]
+    assert line, done.stderr[-2000:]
+    agent = json.loads(line[0][len("MODULES ") :])
+    workers = [json.loads((folder / str(rank)).read_text()) for rank in (0, 1)]
+    return {"code": agent["code"], "agent": agent["modules"], "workers": workers}
+
+
+def test_the_job_ran(launch):
+    assert launch["code"] == 0
+
+
+def test_the_agent_imports_nothing_heavy(launch):
+    agent = launch["agent"]
+    assert "tpelastic.adapters.agent.local" in agent  # it did launch through the agent
+    assert _loaded(agent, HEAVY_IN_AGENT) == []
+
+
+def test_a_worker_imports_nothing_of_ours_before_its_script(launch):
+    bare = subprocess.run(
+        [sys.executable, "-c", "import json, sys; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    baseline = set(json.loads(bare.stdout))
+    for modules in launch["workers"]:
+        assert [m for m in modules if m.startswith("tpelastic")] == []
+        # Nothing beyond what a bare interpreter running ``-c`` has (and json, which the
+        # worker itself imported to write its list).
+        extra = {m for m in set(modules) - baseline if not m.startswith(("json", "_json"))}
+        assert extra <= {"__mp_main__", "_bootlocale"}, sorted(extra)
+
+
+def test_the_python_shim_imports_only_the_standard_library_it_needs():
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-I", "-S", deathsig.SHIM, str(os.getpid())]
+        + ["--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0  # armed the signal, saw its parent alive, exec'd ``true``
+    imported = [
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line and "imported package" not in line
+    ]
+    assert imported, done.stderr[-2000:]
+    assert [m for m in imported if m.startswith("tpelastic")] == []
+    assert _loaded(imported, HEAVY_IN_AGENT + ("logging", "subprocess", "threading")) == []

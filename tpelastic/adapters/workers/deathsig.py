@@ -1,0 +1,77 @@
+"""The command prefix that gives a worker the parent-death signal before it runs.
+
+Between the agent's fork and the worker's exec, something must ask Linux to SIGKILL the worker
+when the agent dies, then check that the agent did not die before that request took effect.
+Two ways, same behaviour, the first one preferred:
+
+* ``setpriv --pdeathsig KILL -- /bin/sh -c CHECK AGENT_PID COMMAND...`` (util-linux >= 2.33):
+  setpriv arms the signal and execs ``sh``, which exits 1 unless its parent is still the agent
+  and otherwise execs COMMAND. Two small C programs: about 1 ms before the worker starts.
+* ``python -I -S shim.py AGENT_PID -- COMMAND...`` (see ``shim.py``) where setpriv is missing or
+  too old: a second interpreter start, 10-15 ms per worker.
+
+Either way the worker keeps the prefix's pid (every step execs), so its pid, process group and
+session are the ones the agent started. No Python runs in the agent's child before exec.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim.py")
+# ``$0`` is the agent's pid; ``$PPID`` is the shell's parent when it started, i.e. after
+# setpriv armed the signal. A different parent means the agent is already gone.
+SH_CHECK = '[ "$PPID" = "$0" ] || exit 1; exec "$@"'
+_SH = "/bin/sh"
+_PROBE_TIMEOUT = 5.0
+
+_lock = threading.Lock()
+_setpriv: str | None | bool = False  # False: not probed yet; None: not usable
+
+
+def _find(name: str) -> str | None:
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _probe() -> str | None:
+    """setpriv's path if it arms the signal and our check passes here, else None."""
+    if not sys.platform.startswith("linux") or not os.access(_SH, os.X_OK):
+        return None
+    setpriv = _find("setpriv")
+    if setpriv is None:
+        return None
+    argv = [setpriv, "--pdeathsig", "KILL", "--", _SH, "-c", SH_CHECK, str(os.getpid()), "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return setpriv if done.returncode == 0 else None  # an old setpriv rejects --pdeathsig
+
+
+def usable_setpriv() -> str | None:
+    """The setpriv to use, probed once per process (``TPELASTIC_SHIM=python`` forces the shim)."""
+    global _setpriv
+    if os.environ.get("TPELASTIC_SHIM") == "python":
+        return None
+    with _lock:
+        if _setpriv is False:
+            _setpriv = _probe()
+        return _setpriv if isinstance(_setpriv, str) else None
+
+
+def prefix(agent_pid: int) -> list[str]:
+    """The argv to put before a worker's command so that it dies with ``agent_pid``."""
+    setpriv = usable_setpriv()
+    if setpriv is not None:
+        return [setpriv, "--pdeathsig", "KILL", "--", _SH, "-c", SH_CHECK, str(agent_pid)]
+    return [sys.executable, "-I", "-S", SHIM, str(agent_pid), "--"]
+
+
+__all__ = ["SHIM", "SH_CHECK", "prefix", "usable_setpriv"]
