@@ -63,7 +63,7 @@ class LocalElasticAgent(SimpleElasticAgent):
         # A pid that no longer exists is a worker that ended (its exit is reaped at once); a
         # worker that finished its part must not be reported stuck while its peers go on.
         live = []
-        for rank, pid in self.worker_pids().items():
+        for rank, pid in self._worker_pids().items():
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
@@ -73,9 +73,12 @@ class LocalElasticAgent(SimpleElasticAgent):
             live.append(rank)
         return tuple(live)
 
-    def worker_pids(self) -> dict[int, int]:
-        """Local rank -> pid of the running workers (empty when none run)."""
+    def _worker_pids(self) -> dict[int, int]:
         return self._ctx.pids() if self._ctx is not None else {}
+
+    def worker_pids(self) -> dict[int, int]:
+        """Local rank -> pid of the current attempt's workers (empty when none run)."""
+        return self._worker_pids()
 
 
 __all__ = ["LocalElasticAgent"]

@@ -19,8 +19,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from attrs import evolve
-
 from tpelastic.adapters.agent import publish, report
 from tpelastic.adapters.agent.barrier import depart, exit_barrier
 from tpelastic.adapters.agent.env import worker_envs
@@ -111,6 +109,10 @@ class SimpleElasticAgent(ElasticAgent):
     def _current_context(self) -> Any | None:
         """The running worker context, for forwarding signals (None when there is none)."""
         return None
+
+    def _worker_pids(self) -> dict[int, int]:
+        """Local rank -> pid of the current attempt's workers (empty when unknown)."""
+        return {}
 
     def _live_local_ranks(self) -> tuple[int, ...]:
         """The local ranks whose worker is still running (hang detection watches only these)."""
@@ -220,18 +222,17 @@ class SimpleElasticAgent(ElasticAgent):
         self._failures = report.by_global_rank(
             result.failures, group_rank=rank, local_world_size=size
         )
-        failures = report.to_worker_failures(
-            result.failures, group_rank=rank, local_world_size=size, now=now
-        )
         timed_out = {
-            lr: self._obs.timer_reason(pf.pid, pf.signal_name) for lr, pf in result.failures.items()
+            lr: why
+            for lr, pf in result.failures.items()
+            if (why := self._obs.timer_reason(pf.pid, pf.signal_name))
         }
-        failures = tuple(evolve(f, reason=timed_out[f.local_rank] or f.reason) for f in failures)
+        failures = report.to_worker_failures(
+            result.failures, group_rank=rank, local_world_size=size, now=now, reasons=timed_out
+        )
+        publish.failed(failures, timed_out=set(timed_out), local_world_size=size)
         for failure in failures:
-            why = publish.TIMER if timed_out[failure.local_rank] else publish.EXIT
-            publish.failure(publish.SIGNAL if why == publish.EXIT and failure.signal else why)
             log.warning("worker rank %d failed: %s", failure.global_rank, failure.reason)
-        publish.workers(FAILED=len(failures), HEALTHY=size - len(failures))
         return core.WorkersFailed(now=now, failures=failures)
 
     def _look(self, now: float, *, running: bool) -> Any | None:
@@ -363,8 +364,9 @@ class SimpleElasticAgent(ElasticAgent):
 
     def _do_StopWorkers(self, effect: core.StopWorkers) -> None:
         log.info("stopping workers: %s", effect.reason)
+        pids = set(self._worker_pids().values())
         self._stop_workers(effect.reason)
-        self._obs.workers_stopped()
+        self._obs.workers_stopped(pids)
         failed = len(self._failures)  # this attempt's failed workers stay counted as FAILED
         publish.workers(STOPPED=self._spec.local_world_size - failed, FAILED=failed)
 

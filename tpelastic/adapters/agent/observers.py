@@ -192,10 +192,14 @@ class Observers:
             self._watch = ProgressWatch(ranks, now, idle_timeout=timeout)
             self._live = tuple(ranks)
 
-    def workers_stopped(self) -> None:
-        """The attempt is over: stop watching its progress."""
+    def workers_stopped(self, pids: set[int]) -> None:
+        """The attempt is over: stop watching its progress and drop its workers' timers."""
+        if self._timer is not None:
+            self._timer.forget_workers(pids)
         with self._lock:
             self._live = ()
+            for pid in pids:
+                self._expired.pop(pid, None)
 
     def stuck(self, now: float, live: tuple[int, ...]) -> Any | None:
         """The first ``Stall`` among the ``live`` local ranks, or None (also when not watching)."""

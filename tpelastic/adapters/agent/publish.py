@@ -9,6 +9,7 @@ from __future__ import annotations
 from tpelastic.adapters.agent.env import RoundFacts
 from tpelastic.adapters.sinks.metrics import AgentMetric, put_metric
 from tpelastic.core.worker import WorkerState
+from tpelastic.core.worker_group import WorkerFailure
 
 # Failure reasons (``failures.<reason>``): how a worker ended badly.
 EXIT, SIGNAL, TIMER, HANG = "exit", "signal", "timer", "hang"
@@ -41,4 +42,17 @@ def failure(reason: str) -> None:
     put_metric(f"{AgentMetric.FAILURES_PREFIX}{reason}", 1)
 
 
-__all__ = ["EXIT", "HANG", "SIGNAL", "TIMER", "failure", "round_joined", "workers"]
+def failed(
+    failures: tuple[WorkerFailure, ...], *, timed_out: set[int], local_world_size: int
+) -> None:
+    """Workers failed: one ``failures.<reason>`` each, and the workers by state.
+
+    A local rank in ``timed_out`` was killed by its timer; otherwise a signal or an exit code
+    ended it.
+    """
+    for f in failures:
+        failure(TIMER if f.local_rank in timed_out else SIGNAL if f.signal else EXIT)
+    workers(FAILED=len(failures), HEALTHY=local_world_size - len(failures))
+
+
+__all__ = ["EXIT", "HANG", "SIGNAL", "TIMER", "failed", "failure", "round_joined", "workers"]

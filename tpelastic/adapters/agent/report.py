@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Mapping
 
 from tpelastic.adapters.workers.api import ChildFailedError, ProcessFailure
 from tpelastic.core.values import Instant
@@ -14,13 +15,20 @@ log = logging.getLogger("tpelastic.agent")
 
 
 def to_worker_failures(
-    failures: dict[int, ProcessFailure], *, group_rank: int, local_world_size: int, now: Instant
+    failures: dict[int, ProcessFailure],
+    *,
+    group_rank: int,
+    local_world_size: int,
+    now: Instant,
+    reasons: Mapping[int, str] | None = None,
 ) -> tuple[WorkerFailure, ...]:
     """The core's failure values for ``failures`` (keyed by local rank), earliest first.
 
     Wall-clock failure times are moved onto the agent's monotonic clock (``now`` is the
-    monotonic reading that goes with the present wall time), keeping their order.
+    monotonic reading that goes with the present wall time), keeping their order. ``reasons``
+    (by local rank) replaces the process's own message, e.g. for a worker its timer killed.
     """
+    reasons = reasons or {}
     wall_now = time.time()
     found = [
         WorkerFailure(
@@ -29,7 +37,7 @@ def to_worker_failures(
             exitcode=failure.exitcode,
             signal=failure.signal_name,
             at=now - max(0.0, wall_now - failure.timestamp),
-            reason=failure.message,
+            reason=reasons.get(local_rank) or failure.message,
         )
         for local_rank, failure in failures.items()
     ]

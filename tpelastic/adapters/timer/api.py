@@ -103,6 +103,10 @@ class TimerServer:
         self.kill_signal = kill_signal
         self._on_expired = on_expired
         self._timers: dict[tuple[int, str], float] = {}  # (worker, scope) -> deadline
+        # Workers whose deadlines other threads asked to drop; only the server's own thread
+        # touches _timers, so the request waits here until the next run_once applies it.
+        self._forget: set[int] = set()
+        self._forget_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -127,9 +131,22 @@ class TimerServer:
         """Forget every deadline of these workers (done after acting on them)."""
         self._timers = {k: v for k, v in self._timers.items() if k[0] not in worker_ids}
 
+    def forget_workers(self, worker_ids: set[int]) -> None:
+        """Drop every deadline of these workers (e.g. the agent stopped them); any thread.
+
+        Applied by the next :meth:`run_once`, before it looks for expired deadlines, so a
+        stopped worker's pid (which the OS may reuse) is never signalled for its old deadline.
+        """
+        with self._forget_lock:
+            self._forget |= set(worker_ids)
+
     def run_once(self, now: float | None = None) -> list[ExpiredTimer]:
         """Drain pending requests (waiting up to ``max_interval``), then act on expired ones."""
         self.register_timers(self._queue.get(size=1024, timeout=self.max_interval))
+        with self._forget_lock:
+            forget, self._forget = self._forget, set()
+        if forget:
+            self.clear_timers(forget)
         expired = self.get_expired_timers(time.monotonic() if now is None else now)
         results = [self._reap(worker, tuple(scopes)) for worker, scopes in expired.items()]
         self.clear_timers(set(expired))

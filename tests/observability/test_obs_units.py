@@ -1,0 +1,96 @@
+"""Small parts of the wiring on their own: dropping a stopped worker's timers, the agent's
+metrics by state and reason."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tpelastic.adapters.agent import publish
+from tpelastic.adapters.sinks.metrics import DEFAULT_GROUP, DEFAULT_ROUTER, MetricData
+from tpelastic.core.worker_group import WorkerFailure
+from tpelastic.timer import TimerRequest, TimerServer
+
+
+class ListQueue:
+    """A request queue that hands out what the test put in (a real RequestQueue, in memory)."""
+
+    def __init__(self) -> None:
+        self.pending: list[TimerRequest] = []
+
+    def get(self, size: int, timeout: float) -> list[TimerRequest]:
+        out, self.pending = self.pending[:size], self.pending[size:]
+        return out
+
+
+@pytest.fixture
+def sleeper():  # type: ignore[no-untyped-def]
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def test_a_forgotten_worker_is_not_killed_for_its_old_deadline(sleeper) -> None:  # type: ignore[no-untyped-def]
+    queue = ListQueue()
+    server = TimerServer(queue, max_interval=0.01, kill_signal=signal.SIGKILL)
+    queue.pending.append(TimerRequest(worker_id=sleeper.pid, scope_id="s", expiration_time=1.0))
+    server.run_once(now=0.5)  # registered, not yet due
+    server.forget_workers({sleeper.pid})
+    assert server.run_once(now=2.0) == []
+    assert sleeper.poll() is None  # still alive
+    queue.pending.append(TimerRequest(worker_id=sleeper.pid, scope_id="s", expiration_time=1.0))
+    (expired,) = server.run_once(now=2.0)  # the control: without forgetting, it is killed
+    assert expired.worker_id == sleeper.pid and expired.killed
+    assert sleeper.wait(timeout=10) == -signal.SIGKILL
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, float]] = []
+
+    def emit(self, data: MetricData) -> None:
+        self.seen.append((data.name, data.value))
+
+
+@pytest.fixture
+def metrics():  # type: ignore[no-untyped-def]
+    collect = Collect()
+    previous = DEFAULT_ROUTER.routed(DEFAULT_GROUP)
+    DEFAULT_ROUTER.configure(collect, DEFAULT_GROUP)
+    yield collect.seen
+    if previous is None:
+        DEFAULT_ROUTER.unroute(DEFAULT_GROUP)
+    else:
+        DEFAULT_ROUTER.configure(previous, DEFAULT_GROUP)
+
+
+def _failure(local_rank: int, signal_name: str | None) -> WorkerFailure:
+    return WorkerFailure(
+        local_rank=local_rank, global_rank=local_rank, exitcode=1, signal=signal_name, at=0.0
+    )
+
+
+def test_failures_are_counted_by_reason_and_workers_by_state(metrics) -> None:  # type: ignore[no-untyped-def]
+    failures = (_failure(0, "SIGKILL"), _failure(1, "SIGKILL"), _failure(2, None))
+    publish.failed(failures, timed_out={0}, local_world_size=4)
+    counted = sorted((n, v) for n, v in metrics if n.startswith("failures."))
+    assert counted == [("failures.exit", 1), ("failures.signal", 1), ("failures.timer", 1)]
+    states = {n: v for n, v in metrics if n.startswith("workers.")}
+    assert states == {
+        "workers.INIT": 0,
+        "workers.HEALTHY": 1,
+        "workers.UNHEALTHY": 0,
+        "workers.SUCCEEDED": 0,
+        "workers.FAILED": 3,
+        "workers.STOPPED": 0,
+        "workers.UNKNOWN": 0,
+    }
+
+
+def test_a_misspelt_worker_state_fails_loudly() -> None:
+    with pytest.raises(KeyError, match="HEALTY"):
+        publish.workers(HEALTY=1)
