@@ -15,10 +15,12 @@ Driving the join machine itself (store batches, latency, waits, connection failu
 
 from __future__ import annotations
 
-from attrs import define
+from functools import lru_cache
+
+from attrs import define, field
 
 from tpelastic.core.rendezvous import membership
-from tpelastic.core.rendezvous.ops import Add, Get, Reply
+from tpelastic.core.rendezvous.ops import Add, Get, Op, Reply
 from tpelastic.core.rendezvous.records import RoundResult, decode_counter
 from tpelastic.core.sim.joining import MAX_STEPS_WITHOUT_WAITING, JoinDriver
 from tpelastic.core.sim.nodes import SimNode, SimRecord, Status
@@ -34,6 +36,11 @@ __all__ = [
 ]
 
 
+# What a look at the next round says depends only on the three replies (immutable bytes), and at
+# a given moment every member sees the same ones: decode each distinct answer once.
+_read_watch = lru_cache(maxsize=256)(membership.read_watch)
+
+
 @define
 class Cluster(JoinDriver):
     """All nodes of one run. Every method is deterministic; time moves only in :meth:`advance`.
@@ -45,6 +52,11 @@ class Cluster(JoinDriver):
             later; None means it exits (status FAILED).
         detail: keep per-node log lines and records (turn off for very large runs).
     """
+
+    # Batches that are the same values for every node, or for a node for a whole round, built
+    # once: round -> the watch batch; node -> its heartbeat batch.
+    _watch_ops: dict[int, tuple[Op, ...]] = field(factory=dict, alias="_watch_ops")
+    _beat_ops: dict[str, tuple[Op, ...]] = field(factory=dict, alias="_beat_ops")
 
     def start(self, name: str) -> None:
         """A new node (or a restarted one, under a new name) joins the run."""
@@ -61,7 +73,8 @@ class Cluster(JoinDriver):
         """The node dies without a goodbye: no more heartbeats, no more steps."""
         node = self.nodes[name]
         self._set_status(node, Status.CRASHED, None)
-        node.wait, node.beating = None, False
+        self._drop_wait(node)
+        node.beating = False
         node.gen += 1
         self._note(node, "node.crashed", f"{name} crashed")
         self._settle()
@@ -187,7 +200,10 @@ class Cluster(JoinDriver):
             else:
                 node.last_good_beat = max(node.last_good_beat, sent)
 
-        self._request(node, (Add(self.keys.heartbeat(node.name), 1),), landed, stale_ok=True)
+        ops = self._beat_ops.get(node.name)
+        if ops is None:
+            ops = self._beat_ops[node.name] = (Add(self.keys.heartbeat(node.name), 1),)
+        self._request(node, ops, landed, stale_ok=True)
 
     def _arm_fence(self, node: SimNode) -> None:
         if node.status is Status.TRAINING:
@@ -207,7 +223,9 @@ class Cluster(JoinDriver):
 
     def _watch(self, node: SimNode, world: RoundResult) -> None:
         successor = membership.ring_successor(world, node.name)
-        ops = membership.watch_ops(self.keys, world.round_no)
+        ops = self._watch_ops.get(world.round_no)
+        if ops is None:
+            ops = self._watch_ops[world.round_no] = membership.watch_ops(self.keys, world.round_no)
         if successor is not None:
             ops += (Get(self.keys.heartbeat(successor)),)
 
@@ -221,7 +239,7 @@ class Cluster(JoinDriver):
     def _after_watch(
         self, node: SimNode, world: RoundResult, replies: tuple[Reply, ...], successor: str | None
     ) -> None:
-        seen = membership.read_watch(replies[:3])
+        seen = _read_watch(replies[:3])
         if seen.closed is not None:
             self._set_status(node, Status.FAILED, None)
             node.failure = f"closed: {seen.closed.outcome}"

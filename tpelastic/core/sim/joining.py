@@ -36,6 +36,9 @@ from tpelastic.core.sim.store import SimStore
 from tpelastic.core.values import Emit, Rejected
 
 MAX_STEPS_WITHOUT_WAITING = 10_000
+# Immutable starting values, shared by every node instead of built per join.
+FRESH_JOIN = JoinState()
+FRESH_RING = LivenessTracker()
 OnReply = Callable[[tuple[Reply, ...] | None], None]
 
 
@@ -151,11 +154,22 @@ class JoinDriver:
             node.wake_due = True
             self.queue.schedule(self.now + self._latency(node), lambda: self._end_wait(node, token))
 
+    def _drop_wait(self, node: SimNode) -> None:
+        """The node's wait is over or abandoned: forget it and cancel its deadline timer."""
+        node.wait, node.wake_due = None, False
+        if node.wait_timer:
+            self.queue.cancel(node.wait_timer)
+            node.wait_timer = 0
+
+    def _wait_deadline(self, node: SimNode, token: int) -> None:
+        node.wait_timer = 0  # it is running: nothing left to cancel
+        self._end_wait(node, token)
+
     def _end_wait(self, node: SimNode, token: int) -> None:
         if node.wait_id != token or node.wait is None:
             return
         keys = node.wait.keys
-        node.wait, node.wake_due = None, False
+        self._drop_wait(node)
         node.wait_id += 1
         self._feed(node, WaitEnded(present=self.sim_store.present(keys), now=self.now))
 
@@ -163,9 +177,9 @@ class JoinDriver:
 
     def _begin_join(self, node: SimNode, reason: str, from_round: int | None) -> None:
         self._set_status(node, Status.JOINING, None)
-        node.wait, node.wake_due = None, False
+        self._drop_wait(node)
         node.gen += 1
-        node.ring = LivenessTracker()
+        node.ring = FRESH_RING
         self._note(node, "rendezvous.join_started", "", reason=reason, from_round=from_round)
         event = JoinRequested(
             run_id=self.keys.run_id,
@@ -174,27 +188,27 @@ class JoinDriver:
             from_round=from_round,
             reason=reason,
         )
-        node.join = JoinState()
+        node.join = FRESH_JOIN
         self._arm_tick(node)
         self._feed(node, event)
 
     def _feed(self, node: SimNode, event: object) -> None:
         """Step the node's join machine until it blocks on a reply or a wait, or finishes."""
-        queue = [event]
+        pending = [event]
         steps = 0
-        while queue:
-            steps += 1
-            if steps > MAX_STEPS_WITHOUT_WAITING:
+        while steps < len(pending):
+            if steps >= MAX_STEPS_WITHOUT_WAITING:
                 raise SimulationStuck(
-                    f"{node.name} took {steps} steps at t={self.now} without blocking "
+                    f"{node.name} took {steps + 1} steps at t={self.now} without blocking "
                     f"(phase {node.join.phase.name}): a loop in the join machine"
                 )
-            result = join.step(node.join, queue.pop(0), self.config)
+            result = join.step(node.join, pending[steps], self.config)
+            steps += 1
             node.join = result.state
             for effect in result.effects:
                 nxt = self._effect(node, effect)
                 if nxt is not None:
-                    queue.append(nxt)
+                    pending.append(nxt)
 
     def _effect(self, node: SimNode, effect: object) -> object | None:
         """Carry out one effect; return the event to feed at once, if any."""
@@ -240,7 +254,8 @@ class JoinDriver:
             self._connection_lost(node)
             return None
         present = self.sim_store.present(wait.keys)
-        node.wait, node.wake_due = wait, False
+        self._drop_wait(node)
+        node.wait = wait
         node.wait_id += 1
         token = node.wait_id
         if present or wait.deadline <= self.now:
@@ -251,7 +266,9 @@ class JoinDriver:
             self.queue.schedule(self.now + self._latency(node), lambda: self._end_wait(node, token))
             return None
         self.sim_store.wait_on(wait.keys, node.name, token)
-        self.queue.schedule(wait.deadline, lambda: self._end_wait(node, token))
+        node.wait_timer = self.queue.schedule(
+            wait.deadline, lambda: self._wait_deadline(node, token)
+        )
         return None
 
     def _connection_lost(self, node: SimNode) -> None:
@@ -270,7 +287,8 @@ class JoinDriver:
 
     def _join_failed(self, node: SimNode, why: str) -> None:
         self._set_status(node, Status.FAILED, None)
-        node.wait, node.failure = None, why
+        self._drop_wait(node)
+        node.failure = why
         node.gen += 1
         self._note(node, "rendezvous.join_failed", f"{node.name} join failed: {why}", reason=why)
 

@@ -51,5 +51,8 @@ class SimNode:
     # so a reply or wake-up scheduled earlier is recognised as stale and dropped.
     gen: int = 0
     wait_id: int = 0
+    # The queue handle of the current wait's deadline, cancelled when the wait ends sooner
+    # (0: none pending).
+    wait_timer: int = 0
     wake_due: bool = False
     ticking: bool = False
