@@ -74,3 +74,18 @@ def finish(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> int:
         proc.kill()
         proc.wait(timeout=10)
         raise AssertionError("tpelastic run did not finish in time") from None
+
+
+def timed_steps(steps: int) -> tuple[int, str, int | None]:
+    """A callable worker for elastic_launch: steps the heartbeat inside a timer block.
+
+    Returns (its rank, its timer file, its last progress counter): both files come from the
+    agent, with no setup in the worker.
+    """
+    from tpelastic.timer import expires, progress
+
+    last = None
+    with expires(after=30, scope="api-steps"):
+        for _ in range(steps):
+            last = progress.step()
+    return int(os.environ["RANK"]), os.environ["TPELASTIC_TIMER_FILE"], last
