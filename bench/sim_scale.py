@@ -1,27 +1,33 @@
 """How the simulator's cost grows with the number of nodes (a benchmark, not a test).
 
-For each size N: N nodes form the first round, then F times a training node's workers fail and
-all N nodes re-form the world (a full re-rendezvous each time). Prints wall time, virtual time,
-store operations and simulator actions per size, and the growth exponent between sizes
-(1.0 = linear, 2.0 = quadratic).
+For each size N and failure count F: N nodes form the first round, then F times a training
+node's workers fail and all N nodes re-form the world (a full re-rendezvous each time). Each run
+is its own process (so peak memory is that run's). Prints wall and CPU time, the first round's
+wall time, virtual seconds, store operations, simulator actions (events processed), peak
+resident memory, and the growth exponent of CPU time between sizes (1.0 = linear, 2.0 =
+quadratic; CPU time, because the machine is shared and wall time moves with the load), with the
+load average before and after.
 
-    python bench/sim_scale.py                       # sizes 100,200,400,800; 100 failures
-    python bench/sim_scale.py --sizes 1000 --failures 5
-    python bench/sim_scale.py --decode-cache        # what a memoised decode_result would give
+    python bench/sim_scale.py                                  # 1000,2000,5000,10000 x 0,100
+    python bench/sim_scale.py --sizes 1000,2000 --failures 10
+    python bench/sim_scale.py --proposed-core                  # with bench/sim_core_experiment
 
-``--decode-cache`` wraps the core's ``decode_result`` in a cache for this process only. It is an
-experiment to separate the simulator's own cost from the cost of each node decoding the O(N)
-round result (see docs/benchmarks-sim.md); the shipped core is not changed.
+``--proposed-core`` installs, in the measured process only, three changes proposed for
+tpelastic/core/rendezvous/ (see bench/sim_core_experiment.py and docs/benchmarks-sim.md); the
+shipped core is not changed. ``--json FILE`` appends one JSON object per run.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import json
 import math
+import os
+import resource
+import subprocess
+import sys
 import time
 
-from tpelastic.core.rendezvous import reading, records
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.sim.cluster import Cluster, Status
 
@@ -43,9 +49,10 @@ def _training(cluster: Cluster) -> int:
 
 
 def run(n: int, failures: int, latency: float) -> dict[str, float]:
+    """One measured run in this process."""
     config = RendezvousConfig(min_nodes=max(1, n // 2), max_nodes=n, **CONFIG)
     cluster = Cluster(config=config, latency=latency, detail=False)
-    wall = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     for i in range(n):
         cluster.start(f"n{i}")
     first_virtual = settle(cluster, n, 0)
@@ -59,51 +66,84 @@ def run(n: int, failures: int, latency: float) -> dict[str, float]:
     assert not cluster.overlaps
     return {
         "n": n,
+        "failures": failures,
         "wall": time.perf_counter() - wall,
+        "cpu": time.process_time() - cpu,
         "first_wall": first_wall,
         "first_virtual": first_virtual,
         "recovery_virtual": recovery / max(1, failures),
         "store_ops": cluster.store_ops,
         "actions": cluster.queue.processed,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
-def install_decode_cache() -> None:
-    cached = functools.lru_cache(maxsize=256)(records.decode_result)
-    records.decode_result = cached  # type: ignore[assignment]
-    reading.decode_result = cached  # type: ignore[assignment]
+def child(args: argparse.Namespace) -> None:
+    if args.proposed_core:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import sim_core_experiment
+
+        sim_core_experiment.install()
+    print(json.dumps(run(args.one, args.failures_one, args.latency)))
+
+
+def load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def measure(n: int, failures: int, args: argparse.Namespace) -> dict[str, float]:
+    command = [sys.executable, __file__, "--one", str(n), "--failures-one", str(failures)]
+    command += ["--latency", str(args.latency)] + (
+        ["--proposed-core"] if args.proposed_core else []
+    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"N={n} F={failures} failed:\n{done.stderr[-2000:]}")
+    row: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,200,400,800")
-    parser.add_argument("--failures", type=int, default=100)
+    parser.add_argument("--sizes", default="1000,2000,5000,10000")
+    parser.add_argument("--failures", default="0,100", help="comma-separated failure counts")
     parser.add_argument("--latency", type=float, default=0.001)
-    parser.add_argument("--decode-cache", action="store_true")
+    parser.add_argument("--proposed-core", action="store_true")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
+    parser.add_argument("--json", help="append one JSON object per run to this file")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--failures-one", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.decode_cache:
-        install_decode_cache()
+    if args.one is not None:
+        child(args)
+        return
+    core = "with the proposed core changes" if args.proposed_core else "core as shipped"
+    print(f"latency {args.latency}s; {core}; load average before: {load()}")
     print(
-        f"failures per run: {args.failures}; latency {args.latency}s; "
-        f"decode cache: {'on' if args.decode_cache else 'off'}"
+        f"{'nodes':>6} {'fails':>5} {'wall s':>8} {'cpu s':>8} {'first s':>8} {'virt rec':>8} "
+        f"{'store ops':>11} {'actions':>10} {'peak MB':>8} {'growth':>6}"
     )
-    print(
-        f"{'nodes':>6} {'wall s':>8} {'first s':>8} {'virt 1st':>8} {'virt rec':>8} "
-        f"{'store ops':>10} {'actions':>9} {'growth':>6}"
-    )
-    previous = None
-    for n in (int(s) for s in args.sizes.split(",")):
-        row = run(n, args.failures, args.latency)
-        growth = ""
-        if previous is not None:
-            growth = f"{math.log(row['wall'] / previous['wall']) / math.log(n / previous['n']):.2f}"
-        print(
-            f"{n:>6} {row['wall']:>8.2f} {row['first_wall']:>8.2f} {row['first_virtual']:>8.2f} "
-            f"{row['recovery_virtual']:>8.2f} {int(row['store_ops']):>10} "
-            f"{int(row['actions']):>9} {growth:>6}",
-            flush=True,
-        )
-        previous = row
+    for failures in (int(f) for f in args.failures.split(",")):
+        previous = None
+        for n in (int(s) for s in args.sizes.split(",")):
+            row = measure(n, failures, args)
+            row["proposed_core"] = args.proposed_core
+            growth = ""
+            if previous is not None:
+                ratio = math.log(row["cpu"] / previous["cpu"]) / math.log(n / previous["n"])
+                growth = f"{ratio:.2f}"
+            print(
+                f"{n:>6} {failures:>5} {row['wall']:>8.2f} {row['cpu']:>8.2f} "
+                f"{row['first_wall']:>8.2f} {row['recovery_virtual']:>8.2f} "
+                f"{int(row['store_ops']):>11,} {int(row['actions']):>10,} "
+                f"{row['peak_mb']:>8.0f} {growth:>6}",
+                flush=True,
+            )
+            if args.json:
+                with open(args.json, "a") as out:
+                    out.write(json.dumps(row) + "\n")
+            previous = row
+    print(f"load average after: {load()}")
 
 
 if __name__ == "__main__":
