@@ -5,9 +5,10 @@ What tensorplay does and how we bridge it (measured; see docs/stores.md):
 
 * ``compare_and_swap`` cannot tell an absent key from one holding ``b""``: it swaps an absent
   key when ``expected == b""`` and reports an absent key's value as ``b""``. We therefore never
-  store ``b""`` raw: values that are empty or start with ``_ESCAPE`` are stored with ``_ESCAPE``
-  in front. Everything else (JSON, decimal counters, addresses) is stored as is, so other
-  tensorplay clients read our ordinary values unchanged.
+  store ``b""`` raw: values that are empty or start with the escape are stored with the escape
+  in front (:mod:`escaping`, shared with our own TCPStore client). Everything else (JSON,
+  decimal counters, addresses) is stored as is, so other tensorplay clients read our ordinary
+  values unchanged.
 * Over TCP every operation opens its own connection, and ``get`` of a present key costs two
   (a wait, then the read). A ``compare_and_swap`` with a value we never store reads any key in
   one round trip, so ``get`` uses that.
@@ -31,31 +32,13 @@ from tensorplay.distributed import (  # type: ignore[attr-defined]
 )
 
 from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.adapters.stores.escaping import PROBE, decode_current, encode
 
-_ESCAPE = b"\xff\xfe"
-# Never produced by _encode: encoded values that start with _ESCAPE continue with _ESCAPE or end.
-_PROBE = _ESCAPE + b"?tpelastic-probe"
 # tensorplay takes whole milliseconds as a C integer; infinity would not convert. ~115 days.
 _LONGEST_WAIT = 1e7
 _NATIVE_NOISE = re.compile(r"^Expected .*? but got \w+\.\s*")
 
 T = TypeVar("T")
-
-
-def _encode(value: bytes) -> bytes:
-    value = bytes(value)
-    if not value or value.startswith(_ESCAPE):
-        return _ESCAPE + value
-    return value
-
-
-def _decode(stored: bytes) -> bytes:
-    return stored[len(_ESCAPE) :] if stored.startswith(_ESCAPE) else stored
-
-
-def _decode_current(stored: bytes) -> bytes | None:
-    # compare_and_swap reports an absent key as b""; _encode never stores b"".
-    return None if stored == b"" else _decode(stored)
 
 
 def _one_line(error: BaseException) -> str:
@@ -100,12 +83,12 @@ class TensorplayStore:
 
     def get(self, key: str) -> bytes | None:
         swapped, stored = self._call(
-            "get", key, lambda: self._store.compare_and_swap(key, _PROBE, _PROBE)
+            "get", key, lambda: self._store.compare_and_swap(key, PROBE, PROBE)
         )
-        return _decode_current(_PROBE if swapped else stored)
+        return decode_current(PROBE if swapped else stored)
 
     def set(self, key: str, value: bytes) -> None:
-        encoded = _encode(value)
+        encoded = encode(value)
         self._call("set", key, lambda: self._store.set(key, encoded))
 
     def add(self, key: str, amount: int) -> int:
@@ -119,14 +102,14 @@ class TensorplayStore:
     def compare_and_set(
         self, key: str, expected: bytes | None, value: bytes
     ) -> tuple[bool, bytes | None]:
-        want = b"" if expected is None else _encode(expected)
-        new = _encode(value)
+        want = b"" if expected is None else encode(expected)
+        new = encode(value)
         swapped, before = self._call(
             "compare_and_set", key, lambda: self._store.compare_and_swap(key, want, new)
         )
         if swapped:
             return True, bytes(value)
-        return False, _decode_current(before)
+        return False, decode_current(before)
 
     def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
         wanted = list(keys)

@@ -1,0 +1,257 @@
+"""Our TCPStore server and client (tcp_server.py, tcp_client.py): the shipped conformance suite,
+wire compatibility with tensorplay's TCPStore both ways, waits held on the server, and failure
+behaviour (a dead server, close during a wait, garbage on the wire, no leaked threads)."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.stores import PrefixedStore, StoreUnavailable, tcp_store
+from tpelastic.adapters.stores.tcp_client import TcpStoreClient, connect, host
+from tpelastic.adapters.stores.tcp_server import StoreServer
+from tpelastic.testing import store_contract as contract
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[StoreServer]:
+    served = StoreServer("127.0.0.1", 0).start()
+    yield served
+    served.stop()
+
+
+@pytest.fixture(scope="module")
+def tensorplay_server() -> Iterator[int]:
+    hosted = tcp_store("127.0.0.1", 0, is_server=True, timeout=5.0)
+    yield int(hosted.raw.port)
+    hosted.close()
+
+
+def _fresh(port: int) -> Callable[[], KeyValueStore]:
+    def make() -> KeyValueStore:
+        return PrefixedStore(connect("127.0.0.1", port, timeout=5.0), f"c{next(_counter)}")
+
+    return make
+
+
+FACTORIES = ("ours", "ours-own-server", "ours-on-tensorplay-server")
+
+
+@pytest.fixture(params=FACTORIES)
+def factory(
+    request: pytest.FixtureRequest, server: StoreServer, tensorplay_server: int
+) -> Callable[[], KeyValueStore]:
+    if request.param == "ours":
+        return _fresh(server.port)
+    if request.param == "ours-own-server":
+        return lambda: host("127.0.0.1", 0, timeout=5.0)
+    return _fresh(tensorplay_server)
+
+
+@pytest.mark.parametrize("check", contract.ALL_CHECKS, ids=lambda c: c.__name__)
+def test_contract_clause(check: Callable[..., None], factory: Callable[[], KeyValueStore]) -> None:
+    check(factory)
+
+
+def test_random_operations_agree_with_memory_model(server: StoreServer) -> None:
+    run_state_machine_as_test(
+        contract.store_comparison_machine(_fresh(server.port)), settings=settings.default
+    )
+
+
+def test_random_operations_on_tensorplays_server(tensorplay_server: int) -> None:
+    # Persistent connections: no TIME_WAIT per call, so this can run the default size too.
+    run_state_machine_as_test(
+        contract.store_comparison_machine(_fresh(tensorplay_server)), settings=settings.default
+    )
+
+
+def test_multi_get_reads_many_keys_in_order(server: StoreServer) -> None:
+    store = connect("127.0.0.1", server.port, timeout=5.0)
+    try:
+        store.set("mg/a", b"1")
+        store.set("mg/empty", b"")
+        assert store.multi_get(["mg/a", "mg/none", "mg/empty", "mg/a"]) == [b"1", None, b"", b"1"]
+        assert store.multi_get([]) == []
+    finally:
+        store.close()
+
+
+def test_multi_get_falls_back_on_tensorplays_server(tensorplay_server: int) -> None:
+    store = connect("127.0.0.1", tensorplay_server, timeout=5.0)
+    try:
+        store.set("mgt/a", b"1")
+        assert store.multi_get(["mgt/a", "mgt/none"]) == [b"1", None]
+    finally:
+        store.close()
+
+
+def test_a_wait_is_woken_by_its_key_only(server: StoreServer) -> None:
+    store = connect("127.0.0.1", server.port, timeout=5.0)
+    other = connect("127.0.0.1", server.port, timeout=5.0)
+    results: dict[str, tuple[bool, float]] = {}
+
+    def wait(name: str, keys: list[str]) -> None:
+        started = time.monotonic()
+        results[name] = (store.wait_for(keys, 5.0), time.monotonic() - started)
+
+    threads = [
+        threading.Thread(target=wait, args=("a", ["w/a"])),
+        threading.Thread(target=wait, args=("ab", ["w/a", "w/b"])),
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        time.sleep(0.2)
+        other.set("w/a", b"x")
+        threads[0].join(5.0)
+        assert results["a"][0] is True
+        assert "ab" not in results  # still waiting for w/b
+        other.set("w/b", b"y")
+        threads[1].join(5.0)
+        assert results["ab"][0] is True
+    finally:
+        store.close()
+        other.close()
+
+
+def test_tensorplay_client_in_another_process_reads_and_writes_our_server(
+    server: StoreServer,
+) -> None:
+    # tensorplay's client must run in another process: it holds the GIL during its socket
+    # calls, so a Python server thread in the same process never gets to answer it.
+    ours = connect("127.0.0.1", server.port, timeout=5.0)
+    try:
+        ours.set("tp/ours", b"from-ours")
+        ours.set("tp/empty", b"")
+        script = (
+            "from tensorplay.distributed import TCPStore\n"
+            f"s = TCPStore('127.0.0.1', {server.port}, is_master=False, timeout=5)\n"
+            "print(s.get('tp/ours'), s.add('tp/n', 5), s.has('tp/ours'), s.has('tp/none'),\n"
+            "      s.wait(['tp/ours'], 1.0), s.wait(['tp/none'], 0.05),\n"
+            "      s.compare_and_swap('tp/ours', b'from-ours', b'swapped'))\n"
+            "s.set('tp/theirs', b'from-tensorplay')\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == [
+            "b'from-ours'", "5", "True", "False", "True", "False", "(True,", "b'from-ours')"
+        ]  # fmt: skip
+        assert ours.get("tp/theirs") == b"from-tensorplay"
+        assert ours.get("tp/ours") == b"swapped"
+        assert ours.get("tp/n") == b"5"
+        assert ours.add("tp/n", 1) == 6
+    finally:
+        ours.close()
+
+
+def test_a_dead_server_fails_a_waiting_client_at_once_and_new_calls_within_the_timeout() -> None:
+    owner = host("127.0.0.1", 0, timeout=1.0)
+    port = owner.port
+    client = connect("127.0.0.1", port, timeout=1.0)
+    outcome: list[BaseException | bool] = []
+
+    def wait() -> None:
+        try:
+            outcome.append(client.wait_for(["never"], 30.0))
+        except StoreUnavailable as error:
+            outcome.append(error)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.2)
+    started = time.monotonic()
+    owner.close()  # stops the server
+    waiter.join(10.0)
+    assert not waiter.is_alive()
+    assert isinstance(outcome[0], StoreUnavailable)
+    # The retry on a fresh connection is refused until the read timeout (1 s) runs out.
+    assert time.monotonic() - started < 5.0
+    assert "127.0.0.1" in str(outcome[0]) and "\n" not in str(outcome[0])
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable, match="could not connect"):
+        client.get("k")
+    assert time.monotonic() - started < 5.0
+    client.close()
+
+
+def test_close_interrupts_a_wait_in_progress(server: StoreServer) -> None:
+    client = connect("127.0.0.1", server.port, timeout=5.0)
+    outcome: list[object] = []
+    waiter = threading.Thread(target=lambda: _record(outcome, client.wait_for, ["nope"], 30.0))
+    waiter.start()
+    time.sleep(0.2)
+    client.close()
+    waiter.join(5.0)
+    assert not waiter.is_alive()
+    assert isinstance(outcome[0], StoreUnavailable)
+    with pytest.raises(StoreUnavailable, match="after close"):
+        client.get("x")
+
+
+def _record(into: list[object], call: Callable[..., object], *args: object) -> None:
+    try:
+        into.append(call(*args))
+    except StoreUnavailable as error:
+        into.append(error)
+
+
+def test_garbage_on_the_wire_drops_only_that_connection(server: StoreServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5.0) as rogue:
+        rogue.sendall(b"\x99garbage")
+        assert rogue.recv(10) == b""  # closed on us
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5.0) as rogue:
+        rogue.sendall(b"\x00\xff\xff\xff\xff")  # a 4 GiB field: refused, not buffered
+        assert rogue.recv(10) == b""
+    client = connect("127.0.0.1", server.port, timeout=5.0)
+    try:
+        client.set("after-garbage", b"ok")
+        assert client.get("after-garbage") == b"ok"
+    finally:
+        client.close()
+
+
+def test_unreachable_server_is_a_clear_error_within_the_timeout() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound but not listening: connections are refused
+        client = TcpStoreClient("127.0.0.1", port, timeout=0.5)
+        started = time.monotonic()
+        with pytest.raises(
+            StoreUnavailable, match=f"tcp store 127.0.0.1:{port}: could not connect"
+        ):
+            client.set("k", b"v")
+        assert time.monotonic() - started < 3.0
+
+
+def test_a_busy_port_cannot_be_hosted(server: StoreServer) -> None:
+    with pytest.raises(StoreUnavailable, match="cannot listen"):
+        StoreServer("127.0.0.1", server.port)
+
+
+def test_stopping_leaves_no_threads_behind() -> None:
+    before = set(threading.enumerate())
+    owner = host("127.0.0.1", 0, timeout=2.0)
+    client = connect("127.0.0.1", owner.port, timeout=2.0)
+    client.set("k", b"v")
+    assert client.wait_for(["k"], 1.0)
+    client.close()
+    owner.close()
+    deadline = time.monotonic() + 5.0
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert set(threading.enumerate()) - before == set()

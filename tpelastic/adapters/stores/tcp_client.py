@@ -1,0 +1,397 @@
+"""TcpStoreClient: our own client for a TCPStore server, behind the KeyValueStore port.
+
+It keeps its connections open (a small pool: one per call in flight, so a heartbeat thread is
+never stuck behind a waiting thread) and blocks on the server: ``wait_for`` is one WAIT request
+that our server (:mod:`tcp_server`) answers when the keys exist, and ``multi_get`` reads many
+keys in one round trip. Against tensorplay's own server, which has neither, it falls back to
+CHECK requests on its open connection with a growing pause (1 ms doubling to 50 ms); that is
+still polling, but without a new connection per look.
+
+Values are stored as tensorplay clients of our adapter store them (:mod:`escaping`), so a
+``TensorplayStore`` and a ``TcpStoreClient`` on one server read each other's values. Nothing
+read is unpickled or evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from tpelastic.adapters.stores import escaping, wire
+from tpelastic.adapters.stores.errors import StoreUnavailable
+
+T = TypeVar("T")
+_U32 = struct.Struct("<I")
+# The longest single WAIT we send; longer waits are cut into slices (int64 ms is no limit, but
+# a wait far beyond any deadline only hides bugs).
+_WAIT_SLICE = 3600.0
+_POLL_FIRST, _POLL_MOST = 0.001, 0.05
+_CONNECT_PAUSE_FIRST, _CONNECT_PAUSE_MOST = 0.01, 0.5
+_IDLE_KEPT = 4
+
+
+class _PeerClosed(Exception):
+    """The server closed the connection before answering (sent: whether the request went out)."""
+
+
+class _Reader:
+    """Reads a reply from a blocking socket, never past ``deadline`` (time.monotonic)."""
+
+    __slots__ = ("sock", "deadline", "buf")
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self.sock = sock
+        self.deadline = deadline
+        self.buf = bytearray()
+
+    def _fill(self, need: int) -> None:
+        while len(self.buf) < need:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no answer in time")
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(max(65536, need - len(self.buf)))
+            except ConnectionResetError:
+                chunk = b""  # a close with our request unread arrives as a reset
+            if not chunk:
+                raise _PeerClosed("the server closed the connection")
+            self.buf += chunk
+
+    def byte(self) -> int:
+        self._fill(1)
+        value = self.buf[0]
+        del self.buf[:1]
+        return value
+
+    def field(self) -> bytes:
+        self._fill(4)
+        (size,) = _U32.unpack_from(self.buf)
+        if size > wire.MAX_FIELD:
+            raise wire.WireError(f"reply field of {size} bytes")
+        self._fill(4 + size)
+        value = bytes(self.buf[4 : 4 + size])
+        del self.buf[: 4 + size]
+        return value
+
+
+def _status_then_field(reader: _Reader) -> bytes:
+    _expect_ok(reader.byte())
+    return reader.field()
+
+
+def _expect_ok(status: int) -> None:
+    if status != wire.OK:
+        raise wire.WireError(f"unexpected status {status}")
+
+
+class TcpStoreClient:
+    """Talk to a TCPStore server (ours or tensorplay's) through persistent connections.
+
+    Args:
+        host: the server's address.
+        port: the server's port.
+        timeout: the read timeout in seconds: how long a call may take to connect (retrying a
+            refused connection) and to get its answer, not counting the time a ``wait_for`` is
+            asked to wait.
+        server: a server this client owns; ``close`` stops it.
+    """
+
+    def __init__(
+        self, host: str, port: int, *, timeout: float = 60.0, server: object | None = None
+    ) -> None:
+        self._address = (host, int(port))
+        self._timeout = float(timeout)
+        self._server = server
+        self._where = f"tcp store {host}:{port}"
+        self._idle: list[socket.socket] = []
+        self._busy: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._plain: bool | None = None  # True: tensorplay's server (no WAIT / MULTI_GET)
+
+    @property
+    def where(self) -> str:
+        return self._where
+
+    @property
+    def port(self) -> int:
+        return self._address[1]
+
+    @property
+    def server(self) -> object | None:
+        """The server this client owns (None for a plain client)."""
+        return self._server
+
+    # -- connections --------------------------------------------------------------------------
+
+    def _connect(self, deadline: float) -> socket.socket:
+        pause = _CONNECT_PAUSE_FIRST
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                sock = socket.create_connection(self._address, timeout=max(0.05, min(left, 5.0)))
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                return sock
+            except OSError as error:
+                # A refused connection is normal while the host agent starts its server.
+                left = deadline - time.monotonic()
+                if left <= 0 or self._closed:
+                    raise StoreUnavailable(
+                        f"{self._where}: could not connect: {error.strerror or error}"
+                    ) from error
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, _CONNECT_PAUSE_MOST)
+
+    def _take(self, deadline: float) -> tuple[socket.socket, bool]:
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable(f"{self._where}: used after close")
+            sock = self._idle.pop() if self._idle else None
+        fresh = sock is None
+        if sock is None:
+            sock = self._connect(deadline)
+        with self._lock:
+            self._busy.add(sock)
+        return sock, fresh
+
+    def _give_back(self, sock: socket.socket, healthy: bool) -> None:
+        with self._lock:
+            self._busy.discard(sock)
+            if healthy and not self._closed and len(self._idle) < _IDLE_KEPT:
+                self._idle.append(sock)
+                return
+        sock.close()
+
+    def _exchange(
+        self,
+        what: str,
+        payload: bytes,
+        read: Callable[[_Reader], T],
+        *,
+        idempotent: bool,
+        wait: float = 0.0,
+    ) -> T:
+        """Send one request and read its reply; one retry on a fresh connection when a pooled
+        one turns out dead and the request may safely be repeated."""
+        deadline = time.monotonic() + self._timeout + wait
+        while True:
+            sock, fresh = self._take(deadline)
+            try:
+                sock.sendall(payload)
+                result = read(_Reader(sock, deadline))
+            except _PeerClosed as error:
+                self._give_back(sock, healthy=False)
+                if fresh or not idempotent:
+                    raise _PeerClosed(f"{self._where}: {what}: {error}") from None
+                continue  # a stale pooled connection (server restarted): try a fresh one
+            except (OSError, wire.WireError) as error:
+                self._give_back(sock, healthy=False)
+                if not fresh and idempotent and not isinstance(error, TimeoutError):
+                    continue
+                raise self._unavailable(what, error) from error
+            self._give_back(sock, healthy=True)
+            return result
+
+    def _unavailable(self, what: str, error: BaseException) -> StoreUnavailable:
+        if self._closed:
+            return StoreUnavailable(f"{self._where}: {what} interrupted by close")
+        reason = "no answer in time" if isinstance(error, TimeoutError) else str(error)
+        return StoreUnavailable(f"{self._where}: {what} failed: {reason}")
+
+    def _call(
+        self,
+        what: str,
+        payload: bytes,
+        read: Callable[[_Reader], T],
+        *,
+        idempotent: bool = True,
+        wait: float = 0.0,
+    ) -> T:
+        try:
+            return self._exchange(what, payload, read, idempotent=idempotent, wait=wait)
+        except _PeerClosed as error:
+            raise StoreUnavailable(str(error)) from None
+
+    # -- the port -----------------------------------------------------------------------------
+
+    def get(self, key: str) -> bytes | None:
+        def read(reader: _Reader) -> bytes | None:
+            status = reader.byte()
+            return None if status == wire.MISSING else escaping.decode(reader.field())
+
+        return self._call(f"get {key!r}", wire.request(wire.GET, key.encode()), read)
+
+    def set(self, key: str, value: bytes) -> None:
+        payload = wire.request(wire.SET, key.encode(), escaping.encode(value))
+        self._call(f"set {key!r}", payload, lambda r: _expect_ok(r.byte()))
+
+    def add(self, key: str, amount: int) -> int:
+        payload = wire.request(wire.ADD, key.encode(), wire.int64(int(amount)))
+        text = self._call(f"add {key!r}", payload, _status_then_field, idempotent=False)
+        return int(text)
+
+    def set_if_absent(self, key: str, value: bytes) -> tuple[bool, bytes]:
+        swapped, current = self.compare_and_set(key, None, value)
+        assert current is not None  # swapped: our value; not swapped: the key exists
+        return swapped, current
+
+    def compare_and_set(
+        self, key: str, expected: bytes | None, value: bytes
+    ) -> tuple[bool, bytes | None]:
+        want = b"" if expected is None else escaping.encode(expected)
+        payload = wire.request(wire.CAS, key.encode(), want, escaping.encode(value))
+        before = self._call(
+            f"compare_and_set {key!r}", payload, _status_then_field, idempotent=False
+        )
+        if before == want:
+            return True, bytes(value)
+        return False, escaping.decode_current(before)
+
+    def delete(self, key: str) -> None:
+        payload = wire.request(wire.DELETE, key.encode())
+        self._call(f"delete {key!r}", payload, lambda r: r.byte())  # 0 deleted, 1 was absent
+
+    def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
+        wanted = list(keys)
+        seconds = float(timeout)
+        seconds = min(seconds, 1e9) if seconds > 0 else 0.0  # NaN and <= 0: only check
+        if self._closed:
+            raise StoreUnavailable(f"{self._where}: used after close")
+        if not wanted:
+            return True
+        deadline = time.monotonic() + seconds
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            if self._plain:
+                return self._poll(wanted, deadline)
+            if left <= 0:
+                return self._check(wanted)
+            slice_ = min(left, _WAIT_SLICE)
+            payload = wire.request(
+                wire.WAIT, wire.pack_keys(wanted), wire.int64(math.ceil(slice_ * 1000))
+            )
+            try:
+                present = self._exchange(
+                    f"wait_for {wanted!r}", payload, _present, idempotent=True, wait=slice_
+                )
+            except _PeerClosed as error:
+                self._learn_plain(error)
+                continue
+            self._plain = False
+            if present or slice_ >= left:
+                return present
+
+    def multi_get(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The values of ``keys`` (None where absent), in order, read in one round trip.
+
+        Not part of the KeyValueStore port: an optional capability the rendezvous driver uses
+        when a store offers it. Raises ``StoreUnavailable`` like the port's calls.
+        """
+        wanted = list(keys)
+        if not self._plain:
+            try:
+                values = self._exchange(
+                    "multi_get",
+                    wire.request(wire.MULTI_GET, wire.pack_keys(wanted)),
+                    lambda r: _values(r, len(wanted)),
+                    idempotent=True,
+                )
+            except _PeerClosed as error:
+                self._learn_plain(error)
+            else:
+                self._plain = False
+                return values
+        return [self.get(key) for key in wanted]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            idle, busy = list(self._idle), list(self._busy)
+            self._idle.clear()
+        for sock in idle:
+            sock.close()
+        for sock in busy:  # wake calls blocked in a wait: they raise StoreUnavailable
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        stop = getattr(self._server, "stop", None)
+        if stop is not None:
+            try:
+                stop()
+            except Exception:  # close never raises (port contract)
+                pass
+
+    # -- tensorplay's server ------------------------------------------------------------------
+
+    def _learn_plain(self, error: _PeerClosed) -> None:
+        """The server hung up on a request of ours on a fresh connection: tensorplay's server
+        does that for requests it does not know. A server that really went away fails the
+        CHECK that follows with StoreUnavailable."""
+        if self._plain is False:
+            raise StoreUnavailable(str(error)) from None
+        self._plain = True
+
+    def _check(self, keys: list[str]) -> bool:
+        payload = wire.request(wire.CHECK, b"", wire.pack_keys(keys))
+        return self._call(f"wait_for {keys!r}", payload, _present)
+
+    def _poll(self, keys: list[str], deadline: float) -> bool:
+        pause = _POLL_FIRST
+        while True:
+            if self._check(keys):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, _POLL_MOST)
+
+    def __repr__(self) -> str:
+        return f"TcpStoreClient({self._where}, closed={self._closed})"
+
+
+def _present(reader: _Reader) -> bool:
+    _expect_ok(reader.byte())
+    return reader.byte() == 0
+
+
+def _values(reader: _Reader, count: int) -> list[bytes | None]:
+    _expect_ok(reader.byte())
+    out: list[bytes | None] = []
+    for _ in range(count):
+        out.append(escaping.decode(reader.field()) if reader.byte() else None)
+    return out
+
+
+def connect(host: str, port: int, *, timeout: float = 60.0) -> TcpStoreClient:
+    """A client of the TCPStore server at ``host:port`` (ours or tensorplay's).
+
+    It connects on its first call; an unreachable server fails that call with
+    ``StoreUnavailable`` after ``timeout`` seconds of retrying.
+    """
+    return TcpStoreClient(host, port, timeout=timeout)
+
+
+def host(host: str, port: int, *, timeout: float = 60.0) -> TcpStoreClient:
+    """Start our server on ``host:port`` (port 0: the OS picks) and return a client that owns it
+    (``close`` stops the server; the port is ``client.port``).
+
+    Raises:
+        StoreUnavailable: the address cannot be bound (port in use, host not local).
+    """
+    from tpelastic.adapters.stores.tcp_server import StoreServer
+
+    server = StoreServer(host, port).start()
+    return TcpStoreClient(host, server.port, timeout=timeout, server=server)
+
+
+__all__ = ["TcpStoreClient", "connect", "host"]

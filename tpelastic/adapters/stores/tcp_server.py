@@ -1,0 +1,365 @@
+"""Our TCPStore server: tensorplay's wire format, persistent connections, waits held on the server.
+
+tensorplay's own client implements a blocking wait by polling with a new connection every
+≈12 ms, so a few hundred waiting agents overwhelm its server (docs/benchmarks.md). This server
+speaks the same requests (any tensorplay TCPStore client can use it) and adds WAIT and MULTI_GET
+(:mod:`wire`): a WAIT is parked on the server and answered when its last missing key is
+written, waking only the waiters of that key, and a connection serves any number of requests.
+
+One thread runs a ``selectors`` loop over every connection; nothing blocks inside it. A
+connection that sends bytes we cannot parse is closed (as tensorplay's server does), and the
+rest carry on.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import selectors
+import socket
+import threading
+import time
+
+from tpelastic.adapters.stores import wire
+from tpelastic.adapters.stores.errors import StoreUnavailable
+
+# Requests and how many fields each carries.
+_FIELDS = {
+    wire.SET: 2,
+    wire.GET: 1,
+    wire.ADD: 2,
+    wire.HAS: 1,
+    wire.CAS: 3,
+    wire.DELETE: 1,
+    wire.CHECK: 2,
+    wire.NUM_KEYS: 0,
+    wire.WAIT: 2,
+    wire.MULTI_GET: 1,
+}
+_PRESENT = bytes([wire.OK, 0])
+_ABSENT = bytes([wire.OK, 1])
+_BACKLOG = 4096
+_RECV = 256 * 1024
+
+
+class _Conn:
+    """One client connection: bytes not yet parsed, bytes not yet sent, a parked wait."""
+
+    __slots__ = ("sock", "inbox", "outbox", "waiting", "closed", "writing")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.inbox = bytearray()
+        self.outbox = bytearray()
+        self.waiting: _Waiter | None = None
+        self.closed = False
+        self.writing = False
+
+
+class _Waiter:
+    """A parked WAIT: the keys still missing; answered once, by a write or by its deadline."""
+
+    __slots__ = ("conn", "missing", "done")
+
+    def __init__(self, conn: _Conn, missing: set[bytes]) -> None:
+        self.conn = conn
+        self.missing = missing
+        self.done = False
+
+
+class StoreServer:
+    """A TCPStore-compatible server on a background thread.
+
+    Args:
+        host: the address to listen on (``0.0.0.0`` for every interface).
+        port: the port; 0 lets the OS choose (read :attr:`port`).
+
+    Raises:
+        StoreUnavailable: the address cannot be bound (port in use, host not local).
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self._data: dict[bytes, bytes] = {}
+        self._waiters: dict[bytes, list[_Waiter]] = {}
+        self._deadlines: list[tuple[float, int, _Waiter]] = []
+        self._seq = itertools.count()
+        self._listener = _listen(host, port)
+        self.host = host
+        self.port: int = self._listener.getsockname()[1]
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ, None)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name=f"tpelastic-store-{self.port}")
+        self._thread.daemon = True
+
+    def start(self) -> StoreServer:
+        """Serve on the background thread; returns self."""
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving and close every connection (clients then fail fast). Idempotent.
+
+        Waits at most ``timeout`` seconds for the thread; the thread is a daemon either way.
+        """
+        self._stopping = True
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping:
+                for selected, mask in self._selector.select(self._next_timeout()):
+                    if selected.data is None:
+                        self._accept()
+                    elif selected.data == "wake":
+                        self._drain_wake()
+                    else:
+                        self._service(selected.data, mask)
+                self._expire(time.monotonic())
+        finally:
+            self._close_all()
+
+    def _next_timeout(self) -> float | None:
+        while self._deadlines and self._deadlines[0][2].done:
+            heapq.heappop(self._deadlines)  # answered already: drop the stale deadline
+        if not self._deadlines:
+            return None
+        return max(0.0, self._deadlines[0][0] - time.monotonic())
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return  # e.g. out of file descriptors: the client's connect times out and retries
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._selector.register(sock, selectors.EVENT_READ, _Conn(sock))
+
+    def _drain_wake(self) -> None:
+        try:
+            self._wake_r.recv(64)
+        except OSError:
+            pass
+
+    def _service(self, conn: _Conn, mask: int) -> None:
+        if mask & selectors.EVENT_READ:
+            try:
+                chunk = conn.sock.recv(_RECV)
+            except (BlockingIOError, InterruptedError):
+                chunk = None
+            except OSError:
+                chunk = b""
+            if chunk == b"":
+                self._drop(conn)
+                return
+            if chunk:
+                conn.inbox += chunk
+                self._process(conn)
+        if mask & selectors.EVENT_WRITE and not conn.closed:
+            self._flush(conn)
+
+    def _process(self, conn: _Conn) -> None:
+        """Answer every whole request in the inbox, in order, until one parks a wait."""
+        at = 0
+        try:
+            while conn.waiting is None and not conn.closed:
+                parsed = _parse(conn.inbox, at)
+                if parsed is None:
+                    break
+                op, fields, at = parsed
+                self._handle(conn, op, fields)
+        except wire.WireError:
+            self._drop(conn)
+            return
+        del conn.inbox[:at]
+        self._flush(conn)
+
+    def _flush(self, conn: _Conn) -> None:
+        if conn.closed:
+            return
+        if conn.outbox:
+            try:
+                sent = conn.sock.send(conn.outbox)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                self._drop(conn)
+                return
+            del conn.outbox[:sent]
+        wants_write = bool(conn.outbox)
+        if wants_write != conn.writing:
+            conn.writing = wants_write
+            events = selectors.EVENT_READ | (selectors.EVENT_WRITE if wants_write else 0)
+            self._selector.modify(conn.sock, events, conn)
+
+    def _drop(self, conn: _Conn) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        if conn.waiting is not None:
+            conn.waiting.done = True  # its key lists drop it lazily
+            conn.waiting = None
+        try:
+            self._selector.unregister(conn.sock)
+        except (KeyError, ValueError):
+            pass
+        conn.sock.close()
+
+    def _close_all(self) -> None:
+        for key in list(self._selector.get_map().values()):
+            if isinstance(key.data, _Conn):
+                self._drop(key.data)
+        self._selector.close()
+        for sock in (self._listener, self._wake_r, self._wake_w):
+            sock.close()
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _handle(self, conn: _Conn, op: int, fields: list[bytes]) -> None:
+        out = conn.outbox
+        data = self._data
+        if op == wire.SET:
+            self._write(fields[0], fields[1])
+            out.append(wire.OK)
+        elif op == wire.GET:
+            value = data.get(fields[0])
+            out += bytes([wire.MISSING]) if value is None else b"\0" + wire.field(value)
+        elif op == wire.ADD:
+            total = wire.counter_value(data.get(fields[0])) + wire.decode_int64(fields[1])
+            text = str(total).encode()
+            self._write(fields[0], text)
+            out += b"\0" + wire.field(text)
+        elif op == wire.HAS:
+            out.append(wire.OK if fields[0] in data else wire.MISSING)
+        elif op == wire.CAS:
+            out += b"\0" + wire.field(self._compare_and_swap(*fields))
+        elif op == wire.DELETE:
+            out.append(wire.MISSING if data.pop(fields[0], None) is None else wire.OK)
+        elif op == wire.CHECK:
+            keys = wire.unpack_keys(fields[1])
+            out += _PRESENT if all(k in data for k in keys) else _ABSENT
+        elif op == wire.NUM_KEYS:
+            out += b"\0" + wire.field(wire.int64(len(data)))
+        elif op == wire.WAIT:
+            self._park(conn, wire.unpack_keys(fields[0]), wire.decode_int64(fields[1]))
+        else:  # MULTI_GET (_parse lets no other opcode through)
+            out.append(wire.OK)
+            for key in wire.unpack_keys(fields[0]):
+                value = data.get(key)
+                out += b"\0" if value is None else b"\1" + wire.field(value)
+
+    def _compare_and_swap(self, key: bytes, expected: bytes, new: bytes) -> bytes:
+        before = self._data.get(key)
+        if (before is None and expected == b"") or (before is not None and before == expected):
+            self._write(key, new)
+        return b"" if before is None else before
+
+    def _write(self, key: bytes, value: bytes) -> None:
+        self._data[key] = value
+        waiters = self._waiters.pop(key, None)
+        if not waiters:
+            return
+        for waiter in waiters:
+            waiter.missing.discard(key)
+            if not waiter.missing and not waiter.done:
+                self._answer(waiter, _PRESENT)
+
+    def _park(self, conn: _Conn, keys: list[bytes], timeout_ms: int) -> None:
+        missing = {k for k in keys if k not in self._data}
+        if not missing:
+            conn.outbox += _PRESENT
+            return
+        if timeout_ms <= 0:
+            conn.outbox += _ABSENT
+            return
+        waiter = _Waiter(conn, missing)
+        conn.waiting = waiter
+        for key in missing:
+            self._waiters.setdefault(key, []).append(waiter)
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        heapq.heappush(self._deadlines, (deadline, next(self._seq), waiter))
+
+    def _answer(self, waiter: _Waiter, reply: bytes) -> None:
+        waiter.done = True
+        conn = waiter.conn
+        conn.waiting = None
+        if conn.closed:
+            return
+        conn.outbox += reply
+        self._process(conn)  # requests that arrived behind the wait, then flush
+
+    def _expire(self, now: float) -> None:
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, _, waiter = heapq.heappop(self._deadlines)
+            if waiter.done:
+                continue
+            for key in waiter.missing:
+                parked = self._waiters.get(key)
+                if parked is not None:
+                    parked[:] = [w for w in parked if w is not waiter]
+                    if not parked:
+                        del self._waiters[key]
+            self._answer(waiter, _ABSENT)
+
+
+def _parse(buffer: bytearray, at: int) -> tuple[int, list[bytes], int] | None:
+    """The request at ``at``: (op, fields, offset after it), or None when it is incomplete.
+
+    Raises:
+        wire.WireError: an unknown opcode or an oversized field.
+    """
+    if len(buffer) <= at:
+        return None
+    op = buffer[at]
+    count = _FIELDS.get(op)
+    if count is None:
+        raise wire.WireError(f"unknown request {op}")
+    fields: list[bytes] = []
+    offset = at + 1
+    for _ in range(count):
+        got = wire.read_field(buffer, offset)
+        if got is None:
+            return None
+        value, offset = got
+        fields.append(value)
+    return op, fields, offset
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        listener = socket.socket(family, kind, proto)
+    except OSError as error:
+        raise StoreUnavailable(f"cannot listen on {host}:{port}: {error}") from error
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(_BACKLOG)
+        listener.setblocking(False)
+    except OSError as error:
+        listener.close()
+        raise StoreUnavailable(
+            f"cannot listen on {host}:{port} (port in use or host not local): {error}"
+        ) from error
+    return listener
+
+
+__all__ = ["StoreServer"]
