@@ -118,6 +118,10 @@ def bare(job: str, **extra: str) -> float:
                 **extra,
             ),
             stdout=subprocess.DEVNULL,
+            # As every launcher here starts its workers: each in a session of its own. With the
+            # kernel's autogroup scheduling a session is a scheduling group, so on a loaded
+            # machine two workers sharing one session get half the CPU of two that do not.
+            start_new_session=True,
         )
         for r in (0, 1)
     ]

@@ -80,3 +80,21 @@ def test_setpriv_prefix_reports_a_missing_command_like_a_shell():
 def test_environment_can_force_the_python_shim(monkeypatch):
     monkeypatch.setenv("TPELASTIC_SHIM", "python")
     assert deathsig.prefix(123) == [sys.executable, "-I", "-S", deathsig.SHIM, "123", "--"]
+
+
+def test_an_early_probe_gives_the_same_answer_as_a_late_one():
+    code = (
+        "import sys\n"
+        "from tpelastic.adapters.workers import deathsig\n"
+        "if sys.argv[1] == 'early':\n"
+        "    deathsig.start_probe()\n"
+        "    deathsig.start_probe()  # idempotent\n"
+        "print(deathsig.usable_setpriv())\n"
+    )
+    answers = {
+        when: subprocess.run(
+            [sys.executable, "-c", code, when], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+        for when in ("early", "late")
+    }
+    assert answers["early"] == answers["late"] == str(deathsig.usable_setpriv())

@@ -7,6 +7,8 @@ Two ways, same behaviour, the first one preferred:
 * ``setpriv --pdeathsig KILL -- /bin/sh -c CHECK AGENT_PID COMMAND...`` (util-linux >= 2.33):
   setpriv arms the signal and execs ``sh``, which exits 1 unless its parent is still the agent
   and otherwise execs COMMAND. Two small C programs: about 1 ms before the worker starts.
+  Whether setpriv works is probed once per process by running this very prefix on ``true``;
+  :func:`start_probe` starts that probe early so that it runs while the agent gets ready.
 * ``python -I -S shim.py AGENT_PID -- COMMAND...`` (see ``shim.py``) where setpriv is missing or
   too old: a second interpreter start, 10-15 ms per worker.
 
@@ -29,7 +31,8 @@ _SH = "/bin/sh"
 _PROBE_TIMEOUT = 5.0
 
 _lock = threading.Lock()
-_setpriv: str | None | bool = False  # False: not probed yet; None: not usable
+# False: not probed yet; a (path, Popen) pair: probing; a path: usable; None: not usable.
+_setpriv: str | None | bool | tuple[str, subprocess.Popen[bytes]] = False
 
 
 def _find(name: str) -> str | None:
@@ -40,29 +43,52 @@ def _find(name: str) -> str | None:
     return None
 
 
-def _probe() -> str | None:
-    """setpriv's path if it arms the signal and our check passes here, else None."""
+def _spawn_probe() -> tuple[str, subprocess.Popen[bytes]] | None:
+    """Start running the prefix on ``true``; None when setpriv or sh is not there at all."""
     if not sys.platform.startswith("linux") or not os.access(_SH, os.X_OK):
         return None
     setpriv = _find("setpriv")
     if setpriv is None:
         return None
     argv = [setpriv, "--pdeathsig", "KILL", "--", _SH, "-c", SH_CHECK, str(os.getpid()), "true"]
+    quiet = subprocess.DEVNULL
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        return setpriv, subprocess.Popen(argv, stdin=quiet, stdout=quiet, stderr=quiet)
+    except OSError:
         return None
-    return setpriv if done.returncode == 0 else None  # an old setpriv rejects --pdeathsig
+
+
+def _probe_result(setpriv: str, probe: subprocess.Popen[bytes]) -> str | None:
+    try:
+        code = probe.wait(timeout=_PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        probe.kill()
+        probe.wait()
+        return None
+    return setpriv if code == 0 else None  # an old setpriv rejects --pdeathsig
+
+
+def start_probe() -> None:
+    """Start the one probe of this process now, if not done yet (never blocks, never raises)."""
+    global _setpriv
+    with _lock:
+        if _setpriv is False:
+            _setpriv = _spawn_probe()
 
 
 def usable_setpriv() -> str | None:
-    """The setpriv to use, probed once per process (``TPELASTIC_SHIM=python`` forces the shim)."""
+    """The setpriv to use, probed once per process (``TPELASTIC_SHIM=python`` forces the shim).
+
+    Blocks until the probe ends (a few milliseconds; at most 5 s, then the shim is used).
+    """
     global _setpriv
     if os.environ.get("TPELASTIC_SHIM") == "python":
         return None
     with _lock:
         if _setpriv is False:
-            _setpriv = _probe()
+            _setpriv = _spawn_probe()
+        if isinstance(_setpriv, tuple):
+            _setpriv = _probe_result(*_setpriv)
         return _setpriv if isinstance(_setpriv, str) else None
 
 
@@ -74,4 +100,4 @@ def prefix(agent_pid: int) -> list[str]:
     return [sys.executable, "-I", "-S", SHIM, str(agent_pid), "--"]
 
 
-__all__ = ["SHIM", "SH_CHECK", "prefix", "usable_setpriv"]
+__all__ = ["SHIM", "SH_CHECK", "prefix", "start_probe", "usable_setpriv"]
