@@ -82,4 +82,20 @@ class KeyValueStore(Protocol):
         ...
 
 
-__all__ = ["KeyValueStore"]
+@runtime_checkable
+class MultiGetStore(Protocol):
+    """An optional capability of a KeyValueStore: read many keys in one round trip.
+
+    The rendezvous driver uses it for runs of reads in one batch (a closer reading every
+    arrival slot) when the store offers it, and reads key by key otherwise.
+    """
+
+    def multi_get(self, keys: Sequence[str]) -> list[bytes | None]:
+        """The values of ``keys`` in order, None where absent; bounded like ``get``.
+
+        Raises ``StoreUnavailable`` as the port's calls do. Not atomic across keys.
+        """
+        ...
+
+
+__all__ = ["KeyValueStore", "MultiGetStore"]

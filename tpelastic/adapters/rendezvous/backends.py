@@ -75,6 +75,14 @@ class StoreRendezvousBackend:
     def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
         return self._again(lambda: self._store.wait_for(keys, timeout))
 
+    def multi_get(self, keys: Sequence[str]) -> list[bytes | None]:
+        """Many reads in one round trip when the store offers it (``MultiGetStore``), else one
+        by one."""
+        inner = getattr(self._store, "multi_get", None)
+        if inner is None:
+            return [self.get(key) for key in keys]
+        return self._again(lambda: list(inner(keys)))
+
     def delete(self, key: str) -> None:
         self._again(lambda: self._store.delete(key))
 

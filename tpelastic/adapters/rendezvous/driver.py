@@ -56,12 +56,24 @@ _FAILURES: dict[str, type[RendezvousError]] = {
 def execute_ops(store: KeyValueStore, ops: tuple[Op, ...]) -> tuple[Reply, ...]:
     """Run ``ops`` one by one on ``store`` and return one reply per op, as the core expects.
 
-    Each op is atomic on its own; the core never relies on a batch being atomic as a whole.
+    Each op is atomic on its own; the core never relies on a batch being atomic as a whole, so
+    consecutive reads go out as one ``multi_get`` when the store has one (``MultiGetStore``).
     Raises ``StoreUnavailable`` (unchanged) when the store cannot be reached.
     """
     replies: list[Reply] = []
-    for op in ops:
-        if isinstance(op, Get):
+    multi_get = getattr(store, "multi_get", None)
+    at = 0
+    while at < len(ops):
+        op = ops[at]
+        at += 1
+        if isinstance(op, Get) and multi_get is not None:
+            # A run of reads (a closer's N slots) in one round trip where the store can.
+            keys = [op.key]
+            while at < len(ops) and isinstance(following := ops[at], Get):
+                keys.append(following.key)
+                at += 1
+            replies.extend(multi_get(keys) if len(keys) > 1 else [store.get(op.key)])
+        elif isinstance(op, Get):
             replies.append(store.get(op.key))
         elif isinstance(op, Set):
             store.set(op.key, op.value)

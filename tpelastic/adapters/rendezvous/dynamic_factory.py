@@ -32,7 +32,8 @@ def create_dynamic_handler(params: RendezvousParameters) -> DynamicRendezvousHan
 
     Opens (and, when this agent should, hosts) the store with
     :func:`~tpelastic.adapters.rendezvous.hosting.open_rendezvous_store`, wraps it as a
-    :class:`P10dRendezvousBackend` (TCPStore) or :class:`TpRendezvousBackend` (FileStore), and
+    :class:`P10dRendezvousBackend` (TCPStore, ours or tensorplay's by ``store_type``) or
+    :class:`TpRendezvousBackend` (FileStore), and
     returns the handler. Nothing is written to the store until the first join.
 
     Raises:
@@ -43,7 +44,8 @@ def create_dynamic_handler(params: RendezvousParameters) -> DynamicRendezvousHan
         params = _with_file_store(params)
     RendezvousSettings.from_parameters(params)  # bad config fails before a port is bound
     opened = open_rendezvous_store(params)
-    backend_type = P10dRendezvousBackend if params.store_type == "tcp" else TpRendezvousBackend
+    tcp = params.store_type in ("tcp", "tensorplay")
+    backend_type = P10dRendezvousBackend if tcp else TpRendezvousBackend
     backend = backend_type(opened.store)
     try:
         return DynamicRendezvousHandler.from_parameters(

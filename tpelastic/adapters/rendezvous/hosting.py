@@ -3,6 +3,12 @@
 With the tcp backend the agent whose address matches the endpoint hosts the TCPStore server
 (config ``is_host`` overrides). When several agents run on the endpoint's machine, the first to
 bind hosts and the others connect as clients. With ``store_type=file`` the endpoint is a path.
+
+``store_type=tcp`` (the default) uses our TCPStore server and client
+(:mod:`~tpelastic.adapters.stores.tcp_server`, :mod:`~tpelastic.adapters.stores.tcp_client`):
+persistent connections and waits held on the server, on tensorplay's wire format, so either
+side also works with tensorplay's own client or server. ``store_type=tensorplay`` uses
+tensorplay's client and server (a new connection per call; see docs/stores.md).
 """
 
 from __future__ import annotations
@@ -13,10 +19,10 @@ import socket
 import psutil
 from attrs import frozen
 
+from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.stores.errors import StoreUnavailable
-from tpelastic.adapters.stores.tensorplay_store import TensorplayStore, file_store, tcp_store
 
 
 @frozen(kw_only=True)
@@ -29,7 +35,7 @@ class OpenedStore:
         endpoint: ``host:port`` of the server, or the file path.
     """
 
-    store: TensorplayStore
+    store: KeyValueStore
     is_host: bool
     endpoint: str
 
@@ -81,6 +87,8 @@ def open_rendezvous_store(params: RendezvousParameters) -> OpenedStore:
         ValueError: an endpoint without a host for the tcp store.
     """
     if params.store_type == "file":
+        from tpelastic.adapters.stores.tensorplay_store import file_store
+
         try:
             return OpenedStore(
                 store=file_store(params.endpoint), is_host=False, endpoint=params.endpoint
@@ -93,9 +101,10 @@ def open_rendezvous_store(params: RendezvousParameters) -> OpenedStore:
     assert port is not None
     endpoint = f"{host}:{port}"
     wants_host = params.is_host if params.is_host is not None else endpoint_is_local(host)
+    opener = _tensorplay_tcp if params.store_type == "tensorplay" else _our_tcp
     if wants_host:
         try:
-            store = tcp_store(host, port, is_server=True, timeout=params.read_timeout)
+            store = opener(host, port, is_server=True, timeout=params.read_timeout)
             return OpenedStore(store=store, is_host=True, endpoint=endpoint)
         except StoreUnavailable as error:
             if params.is_host:
@@ -103,8 +112,22 @@ def open_rendezvous_store(params: RendezvousParameters) -> OpenedStore:
                     f"is_host=true but this agent cannot host the store: {error}"
                 ) from error
             # Another agent on this machine is hosting it already: join as a client.
-    store = tcp_store(host, port, is_server=False, timeout=params.read_timeout)
+    store = opener(host, port, is_server=False, timeout=params.read_timeout)
     return OpenedStore(store=store, is_host=False, endpoint=endpoint)
+
+
+def _our_tcp(host: str, port: int, *, is_server: bool, timeout: float) -> KeyValueStore:
+    from tpelastic.adapters.stores import tcp_client
+
+    if is_server:
+        return tcp_client.host(host, port, timeout=timeout)
+    return tcp_client.connect(host, port, timeout=timeout)
+
+
+def _tensorplay_tcp(host: str, port: int, *, is_server: bool, timeout: float) -> KeyValueStore:
+    from tpelastic.adapters.stores.tensorplay_store import tcp_store
+
+    return tcp_store(host, port, is_server=is_server, timeout=timeout)
 
 
 __all__ = ["OpenedStore", "endpoint_is_local", "local_addresses", "open_rendezvous_store"]

@@ -12,7 +12,9 @@ keep_alive_interval         5        seconds between a node's heartbeats (alias:
 keep_alive_max_attempt      3        missed heartbeats after which a node is considered dead
 read_timeout                60       how long one store call may take before it fails
 is_host                     (auto)   whether this agent hosts the TCPStore server
-store_type                  tcp      ``tcp`` (TCPStore at the endpoint) or ``file`` (a path)
+store_type                  tcp      ``tcp`` (TCPStore at the endpoint, our client and server),
+                                     ``tensorplay`` (the same, with tensorplay's client and
+                                     server) or ``file`` (a path)
 ==========================  =======  ===========================================================
 """
 
@@ -24,7 +26,7 @@ from typing import Any
 from attrs import field, frozen
 
 DEFAULT_PORT = 29400
-STORE_TYPES = ("tcp", "file")
+STORE_TYPES = ("tcp", "file", "tensorplay")
 _TRUE = ("1", "true", "yes")
 _FALSE = ("0", "false", "no")
 
@@ -261,7 +263,7 @@ class RendezvousParameters:
 
     @property
     def store_type(self) -> str:
-        """Config ``store_type``: ``tcp`` (default) or ``file``.
+        """Config ``store_type``: ``tcp`` (default), ``tensorplay`` or ``file``.
 
         Raises:
             ValueError: any other value.
