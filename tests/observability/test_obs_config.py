@@ -72,11 +72,13 @@ def test_flags_fill_the_launch_config(tmp_path: Path) -> None:
     config = _config(
         "--standalone", "--events-file", str(tmp_path / "e.jsonl"), "--metrics", "console",
         "--metrics-port", "9100", "--timers", "--stall-timeout", "2.5", "--health-port", "8081",
+        "--stall-first-step-timeout", "120",
     )  # fmt: skip
     assert config.events == f"jsonl:{tmp_path / 'e.jsonl'}"
     assert config.metrics_cfg == {"tpelastic": "console"}
     assert (config.metrics_port, config.health_port) == (9100, 8081)
     assert config.timers and config.stall_timeout == 2.5
+    assert config.stall_first_step_timeout == 120.0
     off = _config("--standalone")
     assert (off.events, off.metrics_port, off.health_port, off.stall_timeout) == (
         "null",
@@ -102,6 +104,7 @@ def test_environment_variables_set_the_defaults(monkeypatch: pytest.MonkeyPatch)
     [
         (("--stall-timeout", "0"), "--stall-timeout must be a positive number of seconds"),
         (("--stall-timeout", "soon"), "--stall-timeout must be a number of seconds"),
+        (("--stall-first-step-timeout", "-1"), "--stall-first-step-timeout must be a positive"),
         (("--health-port", "70000"), "--health-port must be in 1..65535"),
         (("--metrics-port", "x"), "--metrics-port must be an integer"),
         (("--events", "console", "--events-file", "f"), "use one of --events and --events-file"),

@@ -44,8 +44,8 @@ def test_metrics_and_health_during_and_after_a_run(tmp_path: Path) -> None:
         assert health["local_world_size"] == 2 and health["group_world_size"] == 1
         ages = health["last_progress_age_s"]
         assert isinstance(ages, dict) and sorted(ages) == ["0", "1"]
-        # Workers step every 50 ms; a generous bound keeps this true on a loaded machine.
-        assert all(0 <= age < 10 for age in ages.values())
+        # Workers step every 50 ms; the bound is generous so that a loaded machine passes too.
+        assert all(0 <= age < 60 for age in ages.values())
 
         seen = _samples(http_get(metrics_url))
         assert seen[("tpelastic_restarts_used", ())] == 1

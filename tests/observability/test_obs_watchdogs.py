@@ -9,6 +9,10 @@ from obs_helpers import WORKER, tprun
 
 from tpelastic.events import Event, read_json_lines, replay_agent_events
 
+# Long enough that a worker between its last step and its exit is not called stuck when five
+# engineers' tests share two cores; short enough to keep these tests quick.
+STALL = 4.0
+
 
 def _failures(path: Path) -> list[dict[str, object]]:
     found = []
@@ -47,7 +51,7 @@ def test_without_timers_expires_fails_with_a_clear_message(tmp_path: Path) -> No
 def test_a_stuck_worker_is_named_and_the_group_restarts(tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     done = tprun(
-        "--nproc-per-node", "2", "--max-restarts", "1", "--stall-timeout", "2",
+        "--nproc-per-node", "2", "--max-restarts", "1", "--stall-timeout", str(STALL),
         "--events-file", str(events), WORKER, "--stall-rank", "1",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -55,9 +59,24 @@ def test_a_stuck_worker_is_named_and_the_group_restarts(tmp_path: Path) -> None:
     assert "local rank 0 (rank 0) is stuck" not in done.stderr
     (stuck,) = _failures(events)
     assert stuck["type"] == "WorkerStuck" and stuck["local_rank"] == 1
-    assert float(stuck["idle_for"]) >= 2.0
+    assert float(stuck["idle_for"]) >= STALL
     (agent,) = replay_agent_events(read_json_lines(events)).values()
     assert agent.state.restart_count == 1 and agent.state.exit_code == 0
+
+
+def test_before_the_first_step_the_first_step_timeout_applies(tmp_path: Path) -> None:
+    # Startup gets its own allowance (default max(stall timeout, 60 s)): a slow start is fine.
+    slow = tprun("--nproc-per-node", "1", "--stall-timeout", "1", WORKER, "--start-delay", "2.5")
+    assert slow.returncode == 0, slow.stderr
+    assert "is stuck" not in slow.stderr
+    # With a first-step timeout shorter than the start, the worker is stuck with no step yet.
+    done = tprun(
+        "--nproc-per-node", "1", "--stall-timeout", "1", "--stall-first-step-timeout", "1",
+        WORKER, "--start-delay", "30",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "worker local rank 0 (rank 0) is stuck: rank 0 made no progress for" in done.stderr
+    assert "(no step yet)" in done.stderr
 
 
 def test_a_worker_stuck_on_every_attempt_fails_the_job_once_the_budget_is_spent(
@@ -65,7 +84,7 @@ def test_a_worker_stuck_on_every_attempt_fails_the_job_once_the_budget_is_spent(
 ) -> None:
     events = tmp_path / "events.jsonl"
     done = tprun(
-        "--nproc-per-node", "2", "--max-restarts", "1", "--stall-timeout", "1.5",
+        "--nproc-per-node", "2", "--max-restarts", "1", "--stall-timeout", str(STALL),
         "--events-file", str(events), WORKER, "--stall-rank", "1", "--every-attempt",
     )  # fmt: skip
     assert done.returncode == 1, done.stderr

@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(parser, "metrics-port", default=None, help="serve metrics for Prometheus on this port")
     _flag(parser, "timers", action="store_true", help="let workers use tpelastic.timer.expires")
     _flag(parser, "stall-timeout", default=None, help="seconds without progress: worker stuck")
+    _flag(parser, "stall-first-step-timeout", default=None, help="the same before the first step")
     _flag(parser, "health-port", default=None, help="serve GET /health (JSON) on this port")
     _flag(parser, "module", "-m", action="store_true", help="run the script as a module")
     _flag(parser, "no-python", action="store_true", help="run the script as a program")
@@ -274,6 +275,9 @@ def config_from_args(ns: argparse.Namespace) -> Any:
             metrics_port=_port("metrics-port", ns.metrics_port),
             timers=bool(ns.timers),
             stall_timeout=_float("stall-timeout", ns.stall_timeout) if ns.stall_timeout else None,
+            stall_first_step_timeout=_optional_float(
+                "stall-first-step-timeout", ns.stall_first_step_timeout
+            ),
             health_port=_port("health-port", ns.health_port),
         )
     except ConfigError as error:
@@ -286,6 +290,10 @@ def _events(ns: argparse.Namespace) -> str:
     if ns.events != "null":
         raise UsageError("use one of --events and --events-file")
     return f"jsonl:{ns.events_file}"
+
+
+def _optional_float(flag: str, text: object) -> float | None:
+    return None if text is None or str(text).strip() == "" else _float(flag, text)
 
 
 def _port(flag: str, text: object) -> int | None:

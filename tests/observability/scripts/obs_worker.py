@@ -29,10 +29,12 @@ def main() -> int:
     parser.add_argument("--timer-rank", type=int, default=-1)
     parser.add_argument("--stall-rank", type=int, default=-1)
     parser.add_argument("--every-attempt", action="store_true")
+    parser.add_argument("--start-delay", type=float, default=0.0)  # before the first step
     parser.add_argument("--hold-until", default="")
     args = parser.parse_args()
     rank = int(os.environ["RANK"])  # the global rank: the same as the local one on one node
     first = int(os.environ["TPELASTIC_RESTART_COUNT"]) == 0 or args.every_attempt
+    time.sleep(args.start_delay)
     for _ in range(3):
         progress.step()
         time.sleep(0.02)
@@ -42,13 +44,8 @@ def main() -> int:
     if first and rank == args.timer_rank:
         with expires(after=1, scope="slow-step"):
             time.sleep(30)
-    if first and args.stall_rank >= 0:
-        if rank == args.stall_rank:
-            time.sleep(60)  # stops stepping: the agent must call this rank stuck
-        else:
-            for _ in range(1200):  # the others keep stepping meanwhile (at most 60 s)
-                progress.step()
-                time.sleep(0.05)
+    if first and rank == args.stall_rank:
+        time.sleep(60)  # stops stepping: the agent must call this rank stuck
     if args.hold_until:
         hold(args.hold_until)
     print(f"rank {rank} done", flush=True)

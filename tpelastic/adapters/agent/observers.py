@@ -33,6 +33,9 @@ TIMER_FILE_ENV = "TPELASTIC_TIMER_FILE"
 _TIMER_INTERVAL = 0.5  # a late worker is killed at most about this long after its deadline
 _EXPIRY_GRACE = 0.5  # how long a SIGKILLed worker's failure waits for the timer's own report
 _READ_EVERY = 0.2  # progress files are read at most this often
+# Starting a worker (imports, process group, data) takes longer than a step; unless told
+# otherwise the agent allows at least this long for the first step.
+FIRST_STEP_DEFAULT = 60.0
 
 
 class Observers:
@@ -185,11 +188,12 @@ class Observers:
             except OSError:
                 pass
         timeout = self._spec.stall_timeout or float("inf")  # health only: never stuck
+        first = self._spec.stall_first_step_timeout or max(timeout, FIRST_STEP_DEFAULT)
         with self._lock:
             self._progress_files = {
                 r: os.path.join(self._dir, f"progress_r{round_no}_{r}") for r in ranks
             }
-            self._watch = ProgressWatch(ranks, now, idle_timeout=timeout)
+            self._watch = ProgressWatch(ranks, now, idle_timeout=timeout, first_step_timeout=first)
             self._live = tuple(ranks)
 
     def workers_stopped(self, pids: set[int]) -> None:

@@ -51,6 +51,8 @@ class WorkerSpec:
             ``tpelastic.timer.expires`` works in them with no setup.
         stall_timeout: seconds without a ``progress.step()`` after which a worker counts as
             stuck (a hang: restart within budget, else fail); None (the default) is off.
+        stall_first_step_timeout: the same before a worker's first step (startup, loading);
+            None means ``max(stall_timeout, 60)``.
         health_port: serve ``GET /health`` (JSON) on 127.0.0.1 at this port; None is off.
     """
 
@@ -76,6 +78,9 @@ class WorkerSpec:
     events: str = "null"
     timers: bool = False
     stall_timeout: float | None = field(default=None, validator=validators.optional(_positive))
+    stall_first_step_timeout: float | None = field(
+        default=None, validator=validators.optional(_positive)
+    )
     health_port: int | None = field(default=None, validator=_port_or_none)
 
     def __attrs_post_init__(self) -> None:

@@ -73,6 +73,8 @@ class LaunchConfig:
         timers: run a timer server so ``tpelastic.timer.expires`` works in the workers.
         stall_timeout: seconds without a ``progress.step()`` after which a worker is stuck
             (restart within budget, else fail); None is off.
+        stall_first_step_timeout: the same before a worker's first step; None means
+            ``max(stall_timeout, 60)``.
         health_port: serve ``GET /health`` (JSON) on 127.0.0.1 at this port; None is off.
 
     Raises:
@@ -104,6 +106,7 @@ class LaunchConfig:
     metrics_port: int | None = field(default=None, validator=_port)
     timers: bool = False
     stall_timeout: float | None = None
+    stall_first_step_timeout: float | None = None
     health_port: int | None = field(default=None, validator=_port)
 
     def __attrs_post_init__(self) -> None:
@@ -125,7 +128,7 @@ class LaunchConfig:
                     f"metrics for group {group!r} must go to null, console or logging, "
                     f"got {handler!r}"
                 )
-        for optional in ("rdzv_timeout", "stall_timeout"):
+        for optional in ("rdzv_timeout", "stall_timeout", "stall_first_step_timeout"):
             if getattr(self, optional) is not None:
                 _seconds(self, _Named(optional), getattr(self, optional))
         if self.rdzv_backend != "file" and str(self.rdzv_configs.get("store_type", "")) != "file":

@@ -144,6 +144,7 @@ def worker_spec(
         events=config.events,
         timers=config.timers,
         stall_timeout=config.stall_timeout,
+        stall_first_step_timeout=config.stall_first_step_timeout,
         health_port=config.health_port,
     )
 
