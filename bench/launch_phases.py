@@ -6,6 +6,9 @@ the borders of the launch's phases; the parent adds the interpreter's start and 
 over the trials, with the load average, and two bare interpreters in parallel for reference.
 
     python bench/launch_phases.py --trials 15
+
+``--imports`` adds the agent's import time by package (``python -X importtime``, self times,
+median over the trials; importtime's own bookkeeping inflates them by 20-40 %).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -94,9 +98,54 @@ def bare(noop: str) -> float:
     return time.time() - started
 
 
+_GROUPS = (
+    ("tpelastic.core.", "tpelastic.core (pure machines, attrs classes)"),
+    ("tpelastic.adapters.agent", "tpelastic.adapters.agent"),
+    ("tpelastic.adapters.rendezvous", "tpelastic.adapters.rendezvous"),
+    ("tpelastic.adapters.workers", "tpelastic.adapters.workers"),
+    ("tpelastic.", "tpelastic, other"),
+    ("attr", "attrs"),
+)
+
+
+def _group(module: str) -> str:
+    for prefix, name in _GROUPS:
+        if module.startswith(prefix) or module == prefix.rstrip("."):
+            return name
+    return "standard library and the rest"
+
+
+def import_groups(noop: str, trials: int) -> dict[str, float]:
+    """Median self time (ms) of the agent's imports by group, interpreter start excluded."""
+    argv = [PY, "-X", "importtime", "-m", "tpelastic.run", "--standalone"]
+    argv += ["--nproc-per-node", "2", noop]
+    base = _self_times(subprocess.run([PY, "-X", "importtime", "-c", "pass"], **_quiet()).stderr)
+    runs = []
+    for _ in range(trials):
+        times = _self_times(subprocess.run(argv, **_quiet()).stderr)
+        totals: dict[str, float] = {}
+        for module, micros in times.items():
+            if module not in base:
+                key = _group(module)
+                totals[key] = totals.get(key, 0.0) + micros / 1000
+        runs.append(totals)
+    keys = sorted({k for run in runs for k in run})
+    return {k: statistics.median(run.get(k, 0.0) for run in runs) for k in keys}
+
+
+def _quiet() -> dict[str, object]:
+    return {"capture_output": True, "text": True, "env": env(), "timeout": 60}
+
+
+def _self_times(stderr: str) -> dict[str, int]:
+    found = re.findall(r"^import time:\s*(\d+) \|\s*\d+ \|\s*(\S+)", stderr, re.MULTILINE)
+    return {name: int(micros) for micros, name in found}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=15)
+    parser.add_argument("--imports", action="store_true", help="also the imports by package")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         noop = os.path.join(folder, "noop.py")
@@ -107,6 +156,7 @@ def main() -> int:
         for _ in range(args.trials):
             trials.append(trial(noop))
             bares.append(bare(noop))
+        groups = import_groups(noop, args.trials) if args.imports else {}
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{args.trials} trials, load average after: {load}")
     print("| phase | median ms |\n|---|---|")
@@ -117,6 +167,11 @@ def main() -> int:
     print(f"| **total** | **{total * 1000:.0f}** |")
     print(f"| two bare interpreters in parallel | {reference * 1000:.0f} |")
     print(f"| overhead (total - bare) | {(total - reference) * 1000:.0f} |")
+    if groups:
+        print("\n| agent imports by package (self time, -X importtime) | median ms |\n|---|---|")
+        for name, millis in sorted(groups.items(), key=lambda item: -item[1]):
+            print(f"| {name} | {millis:.1f} |")
+        print(f"| **all** | **{sum(groups.values()):.1f}** |")
     return 0
 
 
