@@ -95,7 +95,13 @@ class Observers:
         if self._spec.health_port is not None:
             from tpelastic.adapters.health import HealthServer
 
-            self._health = HealthServer(self.snapshot, port=self._spec.health_port)
+            port = self._spec.health_port
+            try:
+                self._health = HealthServer(self.snapshot, port=port)
+            except OSError as error:
+                raise OSError(
+                    f"health endpoint: cannot listen on 127.0.0.1:{port}: {error.strerror}"
+                ) from None
             log.info("health endpoint at %s", self._health.url)
 
     def close(self) -> None:
