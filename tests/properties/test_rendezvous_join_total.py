@@ -78,7 +78,24 @@ def reply_for(op: object) -> st.SearchStrategy[object]:
 @given(data=st.data(), stray=st.integers(0, 3))
 def test_R8_any_reply_in_any_phase_is_valid_or_clean(data: st.DataObject, stray: int) -> None:
     state, now = JoinState(), 0.0
-    event: object = JoinRequested(run_id="t", node="me", now=now, from_round=None, reason="first")
+    # A fresh join, or a retry of one that lost the store (round it arrived in, slot, heartbeats).
+    retry = data.draw(
+        st.one_of(
+            st.none(),
+            st.tuples(st.integers(0, 2), st.one_of(st.none(), st.integers(0, 3)), st.booleans()),
+        )
+    )
+    arrived_round, arrived_slot, held = retry or (None, None, True)
+    event: object = JoinRequested(
+        run_id="t",
+        node="me",
+        now=now,
+        from_round=data.draw(st.sampled_from([None, 0, 1])),
+        reason="first",
+        arrived_round=arrived_round,
+        arrived_slot=arrived_slot,
+        heartbeats_held=held,
+    )
     for _ in range(40):
         before = state
         result = join.step(state, event, CONFIG)

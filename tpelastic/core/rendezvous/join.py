@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from attrs import evolve
 
-from tpelastic.core.rendezvous import reading
+from tpelastic.core.rendezvous import reading, resuming
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LivenessTracker
@@ -80,6 +80,17 @@ def _deadline_passed(state: JoinState, event: WaitEnded, config: RendezvousConfi
     return not event.present and event.now >= state.deadline
 
 
+def _retrying(state: JoinState, event: JoinRequested, config: RendezvousConfig) -> bool:
+    """The join retries one that lost the store after arriving in a round."""
+    return event.arrived_round is not None
+
+
+def _probe_finds_member(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
+    """The forming round is found, and this node, which may resume, is in the round before."""
+    verdict = reading.read_probe(state, event)
+    return verdict.kind == "open" and resuming.finds_member(state, verdict.previous)
+
+
 def _closer_slot(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
     """This node took slot 0, so it closes the round."""
     return state.is_closer
@@ -113,6 +124,12 @@ GUARDS = {
     "probe_closed": _verdict_is(reading.read_probe, "closed"),
     "probe_corrupt": _verdict_is(reading.read_probe, "corrupt"),
     "closer_slot": _closer_slot,
+    "retrying": _retrying,
+    "probe_finds_member": _probe_finds_member,
+    "resume_closed": _verdict_is(resuming.read_resume, "closed"),
+    "resume_corrupt": _verdict_is(resuming.read_resume, "corrupt"),
+    "still_member": _verdict_is(resuming.read_resume, "member"),
+    "slot_held": _verdict_is(resuming.read_resume, "slot"),
     "may_close": _verdict_is(reading.read_status, "close", with_config=True),
     "result_exists": _verdict_is(reading.read_status, "decided", with_config=True),
     "status_closed": _verdict_is(reading.read_status, "closed", with_config=True),
@@ -139,16 +156,60 @@ GUARDS = {
 # --- actions: pure, each returns the next state's data and the effects in order -----------------
 
 
-def _locate(state: JoinState, event: JoinRequested, config: RendezvousConfig) -> Result:
-    keys = RunKeys(event.run_id)
-    new = JoinState(
-        keys=keys,
+def _fresh(event: JoinRequested, config: RendezvousConfig) -> JoinState:
+    return JoinState(
+        keys=RunKeys(event.run_id),
         node=NodeInfo(node=event.node, addr=event.addr),
         reason=event.reason,
         from_round=event.from_round,
-        deadline=event.now + config.join_timeout,
+        deadline=event.now + config.join_timeout if event.deadline is None else event.deadline,
+        heartbeats_held=event.heartbeats_held,
     )
-    return new, (StoreOps((Get(keys.closed()), Get(keys.published_rounds()))),)
+
+
+def _locate_ops(state: JoinState) -> Effects:
+    return (StoreOps((Get(state.keys.closed()), Get(state.keys.published_rounds()))),)
+
+
+def _locate(state: JoinState, event: JoinRequested, config: RendezvousConfig) -> Result:
+    new = evolve(_fresh(event, config), may_resume=True)
+    return new, _locate_ops(new)
+
+
+def _recheck(state: JoinState, event: JoinRequested, config: RendezvousConfig) -> Result:
+    round_no = event.arrived_round or 0
+    new = evolve(_fresh(event, config), round_no=round_no, arrived_slot=event.arrived_slot)
+    return new, (StoreOps(resuming.resume_ops(new, round_no)),)
+
+
+def _recheck_previous(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    round_no = state.round_no - 1  # the probe found this node in the round before the forming one
+    new = evolve(state, round_no=round_no, arrived_slot=None, may_resume=False)
+    return new, (StoreOps(resuming.resume_ops(new, round_no)),)
+
+
+def _resume(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    result = resuming.read_resume(state, event).result
+    assert result is not None
+    rank = result.rank_of(state.node.node)
+    assert rank is not None
+    new = evolve(state, result=result, may_resume=False)
+    note = Emit(name="rendezvous.join_resumed", fields=(("round", result.round_no), ("rank", rank)))
+    return new, (note, JoinSucceeded(result=result, rank=rank))
+
+
+def _reclaim(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    verdict = resuming.read_resume(state, event)
+    slot = state.arrived_slot
+    assert slot is not None
+    new, _ = _arrive_at(evolve(state, may_resume=False), verdict.round_no, verdict.previous)
+    return _register_slot(evolve(new, arrived_slot=None), slot)
+
+
+def _relocate(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    new = resuming.read_resume(state, event).state
+    assert new is not None
+    return new, _locate_ops(new)
 
 
 def _probe(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
@@ -186,7 +247,11 @@ def _arrive_at(state: JoinState, round_no: int, previous: RoundResult | None) ->
 
 
 def _register(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    slot = int(event.replies[0] or 0) - 1
+    return _register_slot(state, int(event.replies[0] or 0) - 1)
+
+
+def _register_slot(state: JoinState, slot: int) -> Result:
+    # Every write here is idempotent, so a retried join may register its slot again.
     info = reading.draft_node(state)
     keys, r = state.keys, state.round_no
     ops: list[object] = [Set(keys.slot(r, slot), encode_node(info))]
@@ -295,6 +360,13 @@ def _time_out(state: JoinState, event: WaitEnded, config: RendezvousConfig) -> R
 
 ACTIONS = {
     "locate": _locate,
+    "recheck": _recheck,
+    "recheck_previous": _recheck_previous,
+    "resume": _resume,
+    "reclaim": _reclaim,
+    "relocate": _relocate,
+    "fail_closed_resume": _fail("closed", resuming.read_resume),
+    "fail_corrupt_resume": _fail("corrupt", resuming.read_resume),
     "probe": _probe,
     "probe_next": _probe_next,
     "arrive": _arrive,
@@ -327,7 +399,46 @@ ACTIONS = {
 
 R = Row
 ROWS = (
+    R(
+        src=P.IDLE,
+        on=JoinRequested,
+        dst=P.RESUMING,
+        guard="retrying",
+        action="recheck",
+        note="a retry: first look at the round it arrived in",
+    ),
     R(src=P.IDLE, on=JoinRequested, dst=P.LOCATING, action="locate"),
+    R(src=P.RESUMING, on=OpsDone, dst=P.CLOSED, guard="resume_closed", action="fail_closed_resume"),
+    R(
+        src=P.RESUMING,
+        on=OpsDone,
+        dst=P.CORRUPT,
+        guard="resume_corrupt",
+        action="fail_corrupt_resume",
+    ),
+    R(
+        src=P.RESUMING,
+        on=OpsDone,
+        dst=P.COMPLETE,
+        guard="still_member",
+        action="resume",
+        note="its round completed with it, and its world still stands: take up its place",
+    ),
+    R(
+        src=P.RESUMING,
+        on=OpsDone,
+        dst=P.REGISTERING,
+        guard="slot_held",
+        action="reclaim",
+        note="its round is still forming: write its slot again and wait as before",
+    ),
+    R(
+        src=P.RESUMING,
+        on=OpsDone,
+        dst=P.LOCATING,
+        action="relocate",
+        note="nothing to take up: join as usual (as a member of that round, if it is one)",
+    ),
     R(
         src=P.LOCATING,
         on=OpsDone,
@@ -352,6 +463,14 @@ ROWS = (
         note="that round is complete: look at the next",
     ),
     R(src=P.PROBING, on=OpsDone, dst=P.CLOSED, guard="probe_closed", action="fail_closed_probe"),
+    R(
+        src=P.PROBING,
+        on=OpsDone,
+        dst=P.RESUMING,
+        guard="probe_finds_member",
+        action="recheck_previous",
+        note="the latest round includes this node, which says it comes from before: a retry",
+    ),
     R(src=P.PROBING, on=OpsDone, dst=P.CORRUPT, guard="probe_corrupt", action="fail_corrupt_probe"),
     R(src=P.PROBING, on=OpsDone, dst=P.ARRIVING, action="arrive", note="found the forming round"),
     R(src=P.ARRIVING, on=OpsDone, dst=P.REGISTERING, action="register"),

@@ -14,6 +14,7 @@ from tpelastic.core.values import Instant
 
 class JoinPhase(enum.Enum):
     IDLE = "idle"
+    RESUMING = "resuming"  # (a retried join) reading the round it arrived in, to take up its place
     LOCATING = "locating"  # reading the closed flag and where the latest round is
     PROBING = "probing"  # reading round results until it finds the round still forming
     ARRIVING = "arriving"  # taking an arrival slot in that round
@@ -72,6 +73,15 @@ class JoinState:
     draft: RoundResult | None = None
     result: RoundResult | None = None
     failure: str = ""
+    # A retried join: the slot it held in ``round_no`` before the store was lost (None: unknown).
+    arrived_slot: int | None = None
+    # Whether this join may still take up a place it already holds instead of arriving anew
+    # (see resuming.finds_member). Reset after one look, so a join never loops between resuming
+    # and locating.
+    may_resume: bool = False
+    # The adapter's word that this node's heartbeats kept landing, so no peer can have found it
+    # dead: only then may it take up its place in a world that is still training.
+    heartbeats_held: bool = True
 
     @property
     def is_closer(self) -> bool:
@@ -80,7 +90,14 @@ class JoinState:
 
 @frozen(kw_only=True)
 class JoinRequested:
-    """Event: the agent asks to join. ``from_round`` is the round it was in, if any."""
+    """Event: the agent asks to join. ``from_round`` is the round it was in, if any.
+
+    A join retried after the store was lost says what it knows of the join it lost (see
+    :func:`retry_request`): ``arrived_round`` (the round where it took, or may have taken, a
+    slot), ``arrived_slot`` (that slot, when the store's reply came back), ``deadline`` (the lost
+    join's, which the retry keeps) and ``heartbeats_held`` (False when its heartbeats may have
+    failed long enough for a peer to find it dead).
+    """
 
     run_id: str
     node: str
@@ -88,3 +105,39 @@ class JoinRequested:
     addr: str = ""
     from_round: int | None = None
     reason: str = field(default="first", validator=_reason)
+    arrived_round: int | None = None
+    arrived_slot: int | None = None
+    deadline: Instant | None = None
+    heartbeats_held: bool = True
+
+
+# Phases in which a join holds no slot yet: a retry from there simply joins again.
+_NOT_ARRIVED = frozenset({JoinPhase.IDLE, JoinPhase.LOCATING, JoinPhase.PROBING})
+
+
+def retry_request(lost: JoinState, *, now: Instant, heartbeats_held: bool = True) -> JoinRequested:
+    """The event that retries ``lost``, a join whose store went away before it finished.
+
+    Carries what the node knows: the round it arrived in and its slot there (a resumed
+    ``RESUMING`` join passes on the ones it was given), its reason, the round it came from,
+    and the lost join's deadline.
+
+    Raises:
+        ValueError: ``lost`` never started or already ended (nothing to retry).
+    """
+    if lost.phase is JoinPhase.IDLE or lost.phase in TERMINAL:
+        raise ValueError(f"a join in phase {lost.phase.name} cannot be retried")
+    arrived = lost.phase not in _NOT_ARRIVED
+    slot = lost.arrived_slot if lost.phase is JoinPhase.RESUMING else lost.slot
+    return JoinRequested(
+        run_id=lost.keys.run_id,
+        node=lost.node.node,
+        now=now,
+        addr=lost.node.addr,
+        from_round=lost.from_round,
+        reason=lost.reason,
+        arrived_round=lost.round_no if arrived else None,
+        arrived_slot=slot if arrived else None,
+        deadline=lost.deadline,
+        heartbeats_held=heartbeats_held,
+    )

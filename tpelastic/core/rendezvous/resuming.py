@@ -1,0 +1,101 @@
+"""A join that lost the store takes up the place it already holds (pure readings).
+
+A node can lose the store after it took a slot: its round may then complete with it as a member
+while it retries. Arriving anew would make it a waiting member of the next round, which no one
+opened, while its world trains short of it. So a retried join first reads the round it arrived
+in (``arrived_round``, from :class:`~tpelastic.core.rendezvous.state.JoinRequested`):
+
+* that round's result includes the node, the next round is not opened and the node's heartbeats
+  held: it *resumes*, with the stored result, as the member it already is;
+* that round is still forming and the node knows its slot: it *reclaims* the slot (writes its
+  record again, which is idempotent) and waits for the result as before;
+* otherwise it joins as usual, as a member of that round when the result includes it (and, when
+  its heartbeats may have failed, it opens the next round so its world re-forms around it).
+
+A join whose node turns out to be a member of the latest completed round, although it says it
+comes from an earlier round or from none, can only be a retry (by an adapter that knows no more
+than its node id): it takes the same look at that round, once. A member of the latest round
+that joins *from* it (a failure, a scale-up, a rejoin) is not resuming: it arrives as usual.
+"""
+
+from __future__ import annotations
+
+from attrs import evolve
+
+from tpelastic.core.rendezvous.ops import Get, Op, OpsDone
+from tpelastic.core.rendezvous.reading import Verdict, _bytes
+from tpelastic.core.rendezvous.records import (
+    RoundResult,
+    StateCorrupt,
+    decode_closed,
+    decode_result,
+)
+from tpelastic.core.rendezvous.state import JoinState
+
+
+def resume_ops(state: JoinState, round_no: int) -> tuple[Op, ...]:
+    """Read the closed flag, results ``round_no - 1`` and ``round_no``, and whether the round
+    after it was opened."""
+    keys = state.keys
+    before = (Get(keys.result(round_no - 1)),) if round_no > 0 else ()
+    return (
+        Get(keys.closed()),
+        *before,
+        Get(keys.result(round_no)),
+        Get(keys.opened(round_no + 1)),
+    )
+
+
+def read_resume(state: JoinState, event: OpsDone) -> Verdict:
+    """Replies to :func:`resume_ops` for ``state.round_no``: ``closed``, ``corrupt``, ``member``
+    (resume with ``result``), ``slot`` (reclaim ``state.arrived_slot``, ``previous`` given) or
+    ``locate`` (join as usual; ``state`` holds the reason and round to join with)."""
+    r = state.round_no
+    try:
+        raws = [_bytes(reply) for reply in event.replies]
+        if raws[0] is not None:
+            return Verdict(kind="closed", detail=decode_closed(raws[0]).reason or "closed")
+        previous = _previous(raws, r)
+        current = decode_result(raws[-2]) if raws[-2] is not None else None
+    except (StateCorrupt, ValueError) as error:
+        return Verdict(kind="corrupt", detail=str(error))
+    for result in (previous, current):
+        if result is not None and result.closed:
+            return Verdict(kind="closed", detail="the rendezvous was closed")
+    opened = raws[-1] is not None
+    if current is None:
+        if state.arrived_slot is not None:
+            return Verdict(kind="slot", round_no=r, previous=previous)
+        return Verdict(kind="locate", state=_relocated(state, state.from_round, state.reason))
+    if current.round_no != r:
+        return Verdict(kind="corrupt", detail=f"result of round {current.round_no} under {r}'s key")
+    if current.rank_of(state.node.node) is None:
+        return Verdict(kind="locate", state=_relocated(state, state.from_round, state.reason))
+    if opened:
+        return Verdict(kind="locate", state=_relocated(state, r, "rejoin"))
+    if not state.heartbeats_held:
+        # A peer may have found this node dead: end its world so everyone re-forms around it.
+        return Verdict(kind="locate", state=_relocated(state, r, "membership"))
+    return Verdict(kind="member", result=current)
+
+
+def _previous(raws: list[bytes | None], round_no: int) -> RoundResult | None:
+    if round_no == 0:
+        return None
+    if raws[1] is None:
+        raise StateCorrupt(f"round {round_no - 1} has no result but a later one is due")
+    return decode_result(raws[1])
+
+
+def _relocated(state: JoinState, from_round: int | None, reason: str) -> JoinState:
+    return evolve(
+        state, from_round=from_round, reason=reason, round_no=0, arrived_slot=None, may_resume=False
+    )
+
+
+def finds_member(state: JoinState, previous: RoundResult | None) -> bool:
+    """``previous`` (the latest completed round) includes this node, although the node says it
+    comes from an earlier round (or from none): it joined ``previous`` in a join it lost."""
+    if not state.may_resume or previous is None or previous.rank_of(state.node.node) is None:
+        return False
+    return state.from_round is None or state.from_round < previous.round_no
