@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
-from obs_helpers import WORKER, finish, free_port, tprun, tpstart
+from obs_helpers import WORKER, finish, free_port, tprun, tpstart, wait_for
 
 from tpelastic.adapters.sinks.agent_trace import ReplayMismatch
 from tpelastic.core.agent import AgentPhase
@@ -107,3 +108,27 @@ def test_two_nodes_share_one_events_file_and_both_replay(tmp_path: Path) -> None
     assert len(replayed) == 2
     for run in replayed.values():
         assert run.state.phase is AgentPhase.SUCCEEDED and run.state.restart_count == 1
+
+
+def test_an_interrupted_run_replays_and_records_its_leave(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    proc = tpstart(
+        "--nproc-per-node", "2", "--events-file", str(path),
+        WORKER, "--hold-until", str(tmp_path / "never"),
+        log=tmp_path / "run.log",
+    )  # fmt: skip
+
+    def running() -> bool | None:
+        return True if path.exists() and '"RoundCompleted"' in path.read_text() else None
+
+    try:
+        wait_for(running, what="the first round in the events file")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = finish(proc)
+    assert code == 128 + signal.SIGTERM, (tmp_path / "run.log").read_text()
+    events = read_json_lines(path)
+    (run,) = replay_agent_events(events).values()
+    assert run.state.phase is AgentPhase.FAILED and run.state.exit_code == 143
+    left = [e for e in events if isinstance(e, RdzvEvent) and e.name == "rdzv.left"]
+    assert [(e.state.name, e.message) for e in left] == [("FAILED", "interrupted by signal 15")]
