@@ -23,7 +23,7 @@ from tpelastic.adapters.agent import publish, report
 from tpelastic.adapters.agent.barrier import depart, exit_barrier
 from tpelastic.adapters.agent.env import worker_envs
 from tpelastic.adapters.agent.membership import Membership
-from tpelastic.adapters.agent.observers import Observers
+from tpelastic.adapters.agent.observers import Observers, describe_stall
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
 from tpelastic.adapters.rendezvous import errors as rz
 from tpelastic.adapters.sinks.events import EventSource, NodeState, event_from_emit, record
@@ -194,12 +194,7 @@ class SimpleElasticAgent(ElasticAgent):
         stall = self._obs.stuck(now, self._live_local_ranks())
         if stall is not None:
             global_rank = self._state.group_rank * self._spec.local_world_size + stall.rank
-            log.warning(
-                "worker local rank %d (rank %d) is stuck: %s",
-                stall.rank,
-                global_rank,
-                stall.describe(),
-            )
+            log.warning("worker %s", describe_stall(stall, global_rank))
             publish.failure(publish.HANG)
             publish.workers(UNHEALTHY=1, HEALTHY=self._spec.local_world_size - 1)
             return core.WorkerStuck(now=now, local_rank=stall.rank, idle_for=stall.idle_for)

@@ -283,4 +283,14 @@ class Observers:
             self._watch.observe(rank, read_progress(path), now)
 
 
-__all__ = ["PROGRESS_FILE_ENV", "TIMER_FILE_ENV", "Observers"]
+def describe_stall(stall: Any, global_rank: int) -> str:
+    """``local rank 1 (rank 3) is stuck: no progress for 30.2 s (last step 812)``."""
+    last = "no step yet" if stall.counter in (None, 0) else f"last step {stall.counter}"
+    why = ", waiting in a collective" if stall.waiting else ""
+    return (
+        f"local rank {stall.rank} (rank {global_rank}) is stuck: "
+        f"no progress for {stall.idle_for:.1f} s ({last}{why})"
+    )
+
+
+__all__ = ["PROGRESS_FILE_ENV", "TIMER_FILE_ENV", "Observers", "describe_stall"]
