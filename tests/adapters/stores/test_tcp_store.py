@@ -89,6 +89,24 @@ def test_multi_get_reads_many_keys_in_order(server: StoreServer) -> None:
         store.close()
 
 
+def test_large_values_round_trip_alone_and_among_others(server: StoreServer) -> None:
+    store = connect("127.0.0.1", server.port, timeout=10.0)
+    big = bytes(range(256)) * 8192  # 2 MiB: many sends and receives per reply
+    try:
+        store.set("big/a", big)
+        store.set("big/small", b"s")
+        assert store.get("big/a") == big
+        assert store.multi_get(["big/a", "big/small", "big/none", "big/a"]) == [
+            big,
+            b"s",
+            None,
+            big,
+        ]
+        assert store.compare_and_set("big/a", big, b"x") == (True, b"x")
+    finally:
+        store.close()
+
+
 def test_multi_get_falls_back_on_tensorplays_server(tensorplay_server: int) -> None:
     store = connect("127.0.0.1", tensorplay_server, timeout=5.0)
     try:

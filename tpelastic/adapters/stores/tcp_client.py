@@ -49,19 +49,27 @@ class _Reader:
         self.deadline = deadline
         self.buf = bytearray()
 
+    def _left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no answer in time")
+        return left
+
+    def _recv_into(self, view: memoryview) -> int:
+        self.sock.settimeout(self._left())
+        try:
+            got = self.sock.recv_into(view)
+        except ConnectionResetError:
+            got = 0  # a close with our request unread arrives as a reset
+        if not got:
+            raise _PeerClosed("the server closed the connection")
+        return got
+
     def _fill(self, need: int) -> None:
         while len(self.buf) < need:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no answer in time")
-            self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(max(65536, need - len(self.buf)))
-            except ConnectionResetError:
-                chunk = b""  # a close with our request unread arrives as a reset
-            if not chunk:
-                raise _PeerClosed("the server closed the connection")
-            self.buf += chunk
+            chunk = bytearray(max(4096, need - len(self.buf)))
+            got = self._recv_into(memoryview(chunk))
+            self.buf += memoryview(chunk)[:got]
 
     def byte(self) -> int:
         self._fill(1)
@@ -74,10 +82,21 @@ class _Reader:
         (size,) = _U32.unpack_from(self.buf)
         if size > wire.MAX_FIELD:
             raise wire.WireError(f"reply field of {size} bytes")
-        self._fill(4 + size)
-        value = bytes(self.buf[4 : 4 + size])
-        del self.buf[: 4 + size]
-        return value
+        del self.buf[:4]
+        if len(self.buf) >= size:
+            value = bytes(self.buf[:size])
+            del self.buf[:size]
+            return value
+        # A large value (a round's result): read it straight into its own buffer; recv_into
+        # never reads past the field's end, so what follows stays on the socket.
+        out = bytearray(size)
+        have = len(self.buf)
+        out[:have] = self.buf
+        self.buf.clear()
+        view = memoryview(out)
+        while have < size:
+            have += self._recv_into(view[have:])
+        return bytes(out)
 
 
 def _status_then_field(reader: _Reader) -> bytes:

@@ -17,8 +17,10 @@ import heapq
 import itertools
 import selectors
 import socket
+import struct
 import threading
 import time
+from collections import deque
 
 from tpelastic.adapters.stores import wire
 from tpelastic.adapters.stores.errors import StoreUnavailable
@@ -39,18 +41,28 @@ _FIELDS = {
 _PRESENT = bytes([wire.OK, 0])
 _ABSENT = bytes([wire.OK, 1])
 _BACKLOG = 4096
-_RECV = 256 * 1024
+_RECV = 64 * 1024
+# Values at least this long are queued as they are, not copied into the reply buffer: a round's
+# result (O(N) bytes) goes to every member, which is most of the bytes this server sends.
+_BIG = 8192
+_SEND_BUFFERS = 256  # buffers handed to one sendmsg call (the OS limit is 1024)
+_U32 = struct.Struct("<I")
 
 
 class _Conn:
-    """One client connection: bytes not yet parsed, bytes not yet sent, a parked wait."""
+    """One client connection: bytes not yet parsed, bytes not yet sent, a parked wait.
 
-    __slots__ = ("sock", "inbox", "outbox", "waiting", "closed", "writing")
+    Replies collect in ``outbox`` (small pieces) and ``queue`` (whole buffers sent as they are,
+    so a large value is never copied in this process).
+    """
+
+    __slots__ = ("sock", "inbox", "outbox", "queue", "waiting", "closed", "writing")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.inbox = bytearray()
         self.outbox = bytearray()
+        self.queue: deque[bytes | memoryview] = deque()
         self.waiting: _Waiter | None = None
         self.closed = False
         self.writing = False
@@ -88,6 +100,7 @@ class StoreServer:
         self.port: int = self._listener.getsockname()[1]
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, None)
+        self._chunk = bytearray(_RECV)
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
@@ -161,16 +174,16 @@ class StoreServer:
     def _service(self, conn: _Conn, mask: int) -> None:
         if mask & selectors.EVENT_READ:
             try:
-                chunk = conn.sock.recv(_RECV)
+                got: int | None = conn.sock.recv_into(self._chunk)
             except (BlockingIOError, InterruptedError):
-                chunk = None
+                got = None
             except OSError:
-                chunk = b""
-            if chunk == b"":
+                got = 0
+            if got == 0:
                 self._drop(conn)
                 return
-            if chunk:
-                conn.inbox += chunk
+            if got:
+                conn.inbox += memoryview(self._chunk)[:got]
                 self._process(conn)
         if mask & selectors.EVENT_WRITE and not conn.closed:
             self._flush(conn)
@@ -194,16 +207,27 @@ class StoreServer:
     def _flush(self, conn: _Conn) -> None:
         if conn.closed:
             return
+        queue = conn.queue
         if conn.outbox:
+            queue.append(bytes(conn.outbox))
+            conn.outbox.clear()
+        while queue:
             try:
-                sent = conn.sock.send(conn.outbox)
+                sent = conn.sock.sendmsg(list(itertools.islice(queue, _SEND_BUFFERS)))
             except (BlockingIOError, InterruptedError):
-                sent = 0
+                break
             except OSError:
                 self._drop(conn)
                 return
-            del conn.outbox[:sent]
-        wants_write = bool(conn.outbox)
+            while sent:
+                head = queue[0]
+                if len(head) <= sent:
+                    sent -= len(head)
+                    queue.popleft()
+                else:
+                    queue[0] = memoryview(head)[sent:]
+                    sent = 0
+        wants_write = bool(queue)
         if wants_write != conn.writing:
             conn.writing = wants_write
             events = selectors.EVENT_READ | (selectors.EVENT_WRITE if wants_write else 0)
@@ -240,7 +264,10 @@ class StoreServer:
             out.append(wire.OK)
         elif op == wire.GET:
             value = data.get(fields[0])
-            out += bytes([wire.MISSING]) if value is None else b"\0" + wire.field(value)
+            if value is None:
+                out.append(wire.MISSING)
+            else:
+                _reply_value(conn, b"\0", value)
         elif op == wire.ADD:
             total = wire.counter_value(data.get(fields[0])) + wire.decode_int64(fields[1])
             text = str(total).encode()
@@ -263,7 +290,10 @@ class StoreServer:
             out.append(wire.OK)
             for key in wire.unpack_keys(fields[0]):
                 value = data.get(key)
-                out += b"\0" if value is None else b"\1" + wire.field(value)
+                if value is None:
+                    conn.outbox.append(0)
+                else:
+                    _reply_value(conn, b"\1", value)
 
     def _compare_and_swap(self, key: bytes, expected: bytes, new: bytes) -> bytes:
         before = self._data.get(key)
@@ -317,6 +347,19 @@ class StoreServer:
                     if not parked:
                         del self._waiters[key]
             self._answer(waiter, _ABSENT)
+
+
+def _reply_value(conn: _Conn, status: bytes, value: bytes) -> None:
+    """Append ``status`` and ``value`` as a field; a big value is queued, not copied."""
+    head = status + _U32.pack(len(value))
+    if len(value) < _BIG:
+        conn.outbox += head
+        conn.outbox += value
+        return
+    conn.outbox += head
+    conn.queue.append(bytes(conn.outbox))
+    conn.outbox.clear()
+    conn.queue.append(value)
 
 
 def _parse(buffer: bytearray, at: int) -> tuple[int, list[bytes], int] | None:
