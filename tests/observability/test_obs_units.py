@@ -94,3 +94,30 @@ def test_failures_are_counted_by_reason_and_workers_by_state(metrics) -> None:  
 def test_a_misspelt_worker_state_fails_loudly() -> None:
     with pytest.raises(KeyError, match="HEALTY"):
         publish.workers(HEALTY=1)
+
+
+def test_a_step_that_changes_and_orders_nothing_is_not_recorded(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from attrs import evolve
+
+    from tpelastic.adapters.agent.observers import Observers
+    from tpelastic.adapters.agent.spec import WorkerSpec
+    from tpelastic.core import agent as ag
+    from tpelastic.events import read_json_lines
+
+    path = tmp_path / "events.jsonl"
+    spec = WorkerSpec(
+        local_world_size=1, rdzv_handler=None, entrypoint="true", events=f"jsonl:{path}"
+    )
+    config = ag.AgentConfig(max_restarts=0, min_nodes=1, max_nodes=1)
+    full = evolve(
+        ag.initial_state(config), phase=ag.AgentPhase.RUNNING, round=0, group_rank=0,
+        group_world_size=1,
+    )  # fmt: skip
+    observers = Observers(spec, config, lambda: "run", lambda: full)
+    waiting = ag.NodesWaiting(now=1.0, count=2)  # the world is full: nothing to do
+    observers.stepped(full, waiting, ag.step(full, waiting, config))
+    assert not path.exists()
+    done = ag.WorkersSucceeded(now=2.0)
+    observers.stepped(full, done, ag.step(full, done, config))
+    (record,) = read_json_lines(path)
+    assert record.metadata["seq"] == 0 and record.metadata["to"] == "EXIT_BARRIER"  # type: ignore[union-attr]

@@ -122,8 +122,13 @@ class Observers:
     # -- events ---------------------------------------------------------------------------------
 
     def stepped(self, before: core.AgentState, observation: object, result: Any) -> None:
-        """Record one step of the core as an ``agent.step`` event (when events are on)."""
-        if self._events is None:
+        """Record one step of the core as an ``agent.step`` event (when events are on).
+
+        A step that changes nothing and orders nothing (nodes waiting while the world is full,
+        seen at every look) is not recorded: it would repeat every 0.25 s, and leaving it out
+        changes no replay.
+        """
+        if self._events is None or (result.state == before and not result.effects):
             return
         from tpelastic.adapters.sinks.agent_trace import step_event
 
