@@ -191,7 +191,7 @@ class SimpleElasticAgent(ElasticAgent):
         now = time.monotonic()
         if result is not None:
             return self._workers_ended(result, now)
-        stall = self._obs.stuck(now, self._live_local_ranks())
+        stall = self._obs.stuck(now, self._live_local_ranks)
         if stall is not None:
             global_rank = self._state.group_rank * self._spec.local_world_size + stall.rank
             log.warning("worker %s", describe_stall(stall, global_rank))

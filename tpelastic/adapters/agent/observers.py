@@ -216,13 +216,18 @@ class Observers:
             for pid in pids:
                 self._expired.pop(pid, None)
 
-    def stuck(self, now: float, live: tuple[int, ...]) -> Any | None:
-        """The first ``Stall`` among the ``live`` local ranks, or None (also when not watching)."""
+    def stuck(self, now: float, live_ranks: Callable[[], tuple[int, ...]]) -> Any | None:
+        """The first ``Stall`` among the live local ranks, or None (also when not watching).
+
+        ``live_ranks()`` (asked only when the files are due to be read) says which local ranks'
+        processes still run: a worker that has ended is never stuck.
+        """
         if self._spec.stall_timeout is None or self._watch is None or now < self._next_read:
             return None
         from tpelastic.adapters.progress import read_progress
 
         self._next_read = now + _READ_EVERY
+        live = live_ranks()
         with self._lock:
             self._live = live
             for rank, path in self._progress_files.items():
