@@ -26,10 +26,12 @@ def _group_members(pgids: set[int]) -> list[psutil.Process]:
     import psutil
 
     found = []
-    for proc in psutil.process_iter():
+    # Bare pids and one getpgid call each: a psutil.Process (which reads /proc/<pid>/stat) is
+    # made only for the few members, which matters on a machine with thousands of processes.
+    for pid in psutil.pids():
         try:
-            if os.getpgid(proc.pid) in pgids:
-                found.append(proc)
+            if os.getpgid(pid) in pgids:
+                found.append(psutil.Process(pid))
         except (ProcessLookupError, PermissionError, psutil.Error):
             continue
     return found
