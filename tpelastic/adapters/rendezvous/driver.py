@@ -5,6 +5,10 @@ effects it returns, in order, on a :class:`~tpelastic.adapters.ports.KeyValueSto
 (which round, who closes, when to give up) stays in the core; this module only executes effects,
 reads the clock, and turns outcomes into the ``Rendezvous*Error`` types. :class:`KeepAlive` bumps
 the node's heartbeat counter in the background, which the core's closers time on their own clocks.
+
+A join that loses the store after it arrived in a round is retried (until its join deadline) with
+what the node knows of it (:func:`~tpelastic.core.rendezvous.state.retry_request`): the core then
+takes up the place the node already holds instead of arriving anew.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from tpelastic.adapters.rendezvous.errors import (
     RendezvousStateError,
     store_errors_as_rendezvous_errors,
 )
+from tpelastic.adapters.stores.errors import StoreUnavailable
 from tpelastic.core.rendezvous import join
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
@@ -39,7 +44,13 @@ from tpelastic.core.rendezvous.ops import (
     StoreWait,
     WaitEnded,
 )
-from tpelastic.core.rendezvous.state import JoinRequested, JoinState
+from tpelastic.core.rendezvous.state import (
+    TERMINAL,
+    JoinPhase,
+    JoinRequested,
+    JoinState,
+    retry_request,
+)
 from tpelastic.core.values import Emit, Rejected
 
 log = logging.getLogger(__name__)
@@ -98,52 +109,112 @@ def run_join(
     from_round: int | None = None,
     reason: str = "first",
     clock: Callable[[], float] = time.monotonic,
+    heartbeats_held: Callable[[], bool] = lambda: True,
+    reconnect_delay: float = 1.0,
 ) -> JoinSucceeded:
     """Join the run's forming round and block until it completes; return this node's rank in it.
+
+    When the store is lost after this node arrived in a round, the join is retried every
+    ``reconnect_delay`` seconds until its deadline, and takes up the place the node holds: the
+    round it completed with, or its slot in the round still forming. ``heartbeats_held`` says
+    whether the node's heartbeats kept landing meanwhile (when not, a peer may have found it
+    dead, so it re-forms its world instead of resuming it).
 
     Raises:
         RendezvousClosedError: the run is closed.
         RendezvousJoinTimeoutError: no round completed within ``config.join_timeout``.
         RendezvousStateError: the run's shared state is unreadable.
-        RendezvousConnectionError: the store could not be reached.
+        RendezvousConnectionError: the store could not be reached (before this node arrived,
+            or until the join deadline).
         RuntimeError: the machine rejected an event: a bug in the driver or the core.
     """
     context = f"joining run {run_id!r} as {node!r}"
+    event = JoinRequested(
+        run_id=run_id, node=node, now=clock(), addr=addr, from_round=from_round, reason=reason
+    )
+    retried = False
     with store_errors_as_rendezvous_errors(context):
-        state = JoinState()
-        event: object = JoinRequested(
-            run_id=run_id, node=node, now=clock(), addr=addr, from_round=from_round, reason=reason
-        )
         while True:
-            result = join.step(state, event, config)
-            state = result.state
-            next_event: object | None = None
-            for effect in result.effects:
-                if isinstance(effect, StoreOps):
-                    next_event = OpsDone(replies=execute_ops(store, effect.ops), now=clock())
-                elif isinstance(effect, StoreWait):
-                    # The deadline is on our own clock; the store only understands a timeout.
-                    present = store.wait_for(
-                        effect.keys, timeout=max(0.0, effect.deadline - clock())
-                    )
-                    next_event = WaitEnded(present=present, now=clock())
-                elif isinstance(effect, JoinSucceeded):
-                    return effect
-                elif isinstance(effect, JoinFailed):
-                    error = _FAILURES.get(effect.kind, RendezvousError)
-                    raise error(f"{context}: {effect.reason}")
-                elif isinstance(effect, Rejected):
-                    raise RuntimeError(
-                        f"join machine rejected {effect.event} in {effect.phase}: {effect.reason}"
-                    )
-                elif isinstance(effect, Emit):
-                    log.info("%s %s", effect.name, effect.as_dict())
-                else:
-                    raise RuntimeError(f"join machine returned an unknown effect {effect!r}")
-            if next_event is None:
-                # Every non-terminal step asks the store something; none would mean a stall.
-                raise RuntimeError(f"join machine stalled in {state.phase.name} with no effect")
-            event = next_event
+            try:
+                return _drive(store, config, event, clock, context)
+            except _StoreLost as lost:
+                if not _worth_retrying(lost.state, retried, clock() + reconnect_delay):
+                    raise lost.error from None
+                log.warning("%s: %s; retrying in %gs", context, lost.error, reconnect_delay)
+                time.sleep(reconnect_delay)
+                held = heartbeats_held()
+                event = retry_request(lost.state, now=clock(), heartbeats_held=held)
+                retried = True
+
+
+class _StoreLost(Exception):
+    """The store failed mid-join; ``state`` is where the join stood."""
+
+    def __init__(self, state: JoinState, error: StoreUnavailable) -> None:
+        super().__init__(str(error))
+        self.state = state
+        self.error = error
+
+
+def _worth_retrying(state: JoinState, retried: bool, next_try: float) -> bool:
+    # A store unreachable from the start is reported at once; a join that arrived somewhere
+    # (or is already a retry) holds a place worth taking up, until its own deadline.
+    if state.phase is JoinPhase.IDLE or state.phase in TERMINAL or next_try >= state.deadline:
+        return False
+    arrived = state.phase not in (JoinPhase.LOCATING, JoinPhase.PROBING)
+    return arrived or retried
+
+
+def _drive(
+    store: KeyValueStore,
+    config: RendezvousConfig,
+    event: object,
+    clock: Callable[[], float],
+    context: str,
+) -> JoinSucceeded:
+    """Step one join to its end. Raises _StoreLost when the store fails under it."""
+    state = JoinState()
+    while True:
+        result = join.step(state, event, config)
+        state = result.state
+        try:
+            next_event = _carry_out(store, result.effects, clock, context)
+        except StoreUnavailable as error:
+            raise _StoreLost(state, error) from error
+        if isinstance(next_event, JoinSucceeded):
+            return next_event
+        if next_event is None:
+            # Every non-terminal step asks the store something; none would mean a stall.
+            raise RuntimeError(f"join machine stalled in {state.phase.name} with no effect")
+        event = next_event
+
+
+def _carry_out(
+    store: KeyValueStore, effects: tuple[object, ...], clock: Callable[[], float], context: str
+) -> object | None:
+    """Carry out one step's effects in order; return the next event (or the success)."""
+    next_event: object | None = None
+    for effect in effects:
+        if isinstance(effect, StoreOps):
+            next_event = OpsDone(replies=execute_ops(store, effect.ops), now=clock())
+        elif isinstance(effect, StoreWait):
+            # The deadline is on our own clock; the store only understands a timeout.
+            present = store.wait_for(effect.keys, timeout=max(0.0, effect.deadline - clock()))
+            next_event = WaitEnded(present=present, now=clock())
+        elif isinstance(effect, JoinSucceeded):
+            return effect
+        elif isinstance(effect, JoinFailed):
+            error = _FAILURES.get(effect.kind, RendezvousError)
+            raise error(f"{context}: {effect.reason}")
+        elif isinstance(effect, Rejected):
+            raise RuntimeError(
+                f"join machine rejected {effect.event} in {effect.phase}: {effect.reason}"
+            )
+        elif isinstance(effect, Emit):
+            log.info("%s %s", effect.name, effect.as_dict())
+        else:
+            raise RuntimeError(f"join machine returned an unknown effect {effect!r}")
+    return next_event
 
 
 class KeepAlive:

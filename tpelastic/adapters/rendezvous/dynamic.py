@@ -178,7 +178,8 @@ class DynamicRendezvousHandler(RendezvousHandler):
             RendezvousClosedError: the rendezvous is closed.
             RendezvousJoinTimeoutError: no round completed within the join timeout.
             RendezvousTimeoutError: rank 0 did not publish the workers' bootstrap endpoint.
-            RendezvousConnectionError: the store could not be reached.
+            RendezvousConnectionError: the store could not be reached (a join that loses the
+                store after arriving retries until its deadline, taking up its place again).
             RendezvousStateError: the shared state is unreadable (foreign bytes, newer schema).
             RendezvousGracefulExitError: this handler was shut down.
             ValueError: an unknown ``reason``.
@@ -199,6 +200,9 @@ class DynamicRendezvousHandler(RendezvousHandler):
             from_round=previous.result.round_no if previous else None,
             reason=reason,
             clock=self._clock,
+            # A join that loses the store resumes the node's place only while its own
+            # heartbeats held: otherwise a peer may already have found it dead.
+            heartbeats_held=self.keep_alive_healthy,
         )
         self._joined = joined
         self._liveness = LivenessTracker()
