@@ -12,9 +12,11 @@ load average before and after.
     python bench/sim_scale.py --sizes 1000,2000 --failures 10
     python bench/sim_scale.py --proposed-core                  # with bench/sim_core_experiment
 
-``--proposed-core`` installs, in the measured process only, three changes proposed for
-tpelastic/core/rendezvous/ (see bench/sim_core_experiment.py and docs/benchmarks-sim.md); the
-shipped core is not changed. ``--json FILE`` appends one JSON object per run.
+Runs pause Python's cyclic garbage collector (``tpelastic.adapters.sim.collector``); ``--gc``
+keeps it running, to measure what it costs. ``--proposed-core`` installs, in the measured
+process only, three changes proposed for tpelastic/core/rendezvous/ (see
+bench/sim_core_experiment.py and docs/benchmarks-sim.md); the shipped core is not changed.
+``--json FILE`` appends one JSON object per run.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import time
 
+from tpelastic.adapters.sim.collector import collector_paused
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.sim.cluster import Cluster, Status
 
@@ -84,7 +87,12 @@ def child(args: argparse.Namespace) -> None:
         import sim_core_experiment
 
         sim_core_experiment.install()
-    print(json.dumps(run(args.one, args.failures_one, args.latency)))
+    if args.gc:
+        row = run(args.one, args.failures_one, args.latency)
+    else:
+        with collector_paused():
+            row = run(args.one, args.failures_one, args.latency)
+    print(json.dumps(row))
 
 
 def load() -> str:
@@ -109,6 +117,7 @@ def main() -> None:
     parser.add_argument("--failures", default="0,100", help="comma-separated failure counts")
     parser.add_argument("--latency", type=float, default=0.001)
     parser.add_argument("--proposed-core", action="store_true")
+    parser.add_argument("--gc", action="store_true", help="keep the garbage collector running")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
     parser.add_argument("--json", help="append one JSON object per run to this file")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
@@ -118,7 +127,8 @@ def main() -> None:
         child(args)
         return
     core = "with the proposed core changes" if args.proposed_core else "core as shipped"
-    print(f"latency {args.latency}s; {core}; load average before: {load()}")
+    collector = "collector on" if args.gc else "collector paused"
+    print(f"latency {args.latency}s; {core}; {collector}; load average before: {load()}")
     print(
         f"{'nodes':>6} {'fails':>5} {'wall s':>8} {'cpu s':>8} {'first s':>8} {'virt rec':>8} "
         f"{'store ops':>11} {'actions':>10} {'peak MB':>8} {'growth':>6}"
@@ -127,7 +137,7 @@ def main() -> None:
         previous = None
         for n in (int(s) for s in args.sizes.split(",")):
             row = measure(n, failures, args)
-            row["proposed_core"] = args.proposed_core
+            row["proposed_core"], row["gc"] = args.proposed_core, args.gc
             growth = ""
             if previous is not None:
                 ratio = math.log(row["cpu"] / previous["cpu"]) / math.log(n / previous["n"])

@@ -1,0 +1,53 @@
+"""adapters/sim/collector.py: the collector is paused inside the block and restored after."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from tpelastic.adapters.sim.collector import collector_paused
+from tpelastic.sim import Cluster, RendezvousConfig
+
+
+def test_the_collector_is_paused_in_the_block_and_restored_after_even_on_error() -> None:
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="boom"), collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block does not turn it back on
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_a_simulation_without_the_collector_forms_the_same_rounds() -> None:
+    def rounds(paused: bool) -> list[tuple[int, ...]]:
+        config = RendezvousConfig(
+            min_nodes=5,
+            max_nodes=10,
+            heartbeat_interval=1.0,
+            heartbeat_timeout=3.0,
+            last_call_timeout=2.0,
+        )
+        cluster = Cluster(config=config, latency=0.01, detail=False)
+        if paused:
+            with collector_paused():
+                _drive(cluster)
+        else:
+            _drive(cluster)
+        return [(r, res.world_size) for r, res in sorted(cluster.results().items())]
+
+    formed = rounds(paused=True)
+    assert formed == rounds(paused=False)
+    assert formed[0] == (0, 10) and len(formed) >= 3 and formed[-1][1] == 9
+
+
+def _drive(cluster: Cluster) -> None:
+    for i in range(10):
+        cluster.start(f"n{i}")
+    cluster.advance(2.0)
+    cluster.fail_workers("n3")
+    cluster.advance(3.0)
+    cluster.crash("n7")
+    cluster.advance(10.0)
