@@ -33,7 +33,9 @@ RUN_ID = "bench"
 _R0_DONE = "bench/r0done"
 _R0_ALL = "bench/r0all"
 _OUT = threading.Lock()
-IMPLS = ("ours", "ours-memory", "tensorplay", "torch")
+IMPLS = ("ours", "ours-tpstore", "ours-memory", "tensorplay", "torch")
+# ours: our TCPStore server and client (the default store_type=tcp); ours-tpstore: the same
+# protocol over tensorplay's TCPStore server and client (store_type=tensorplay).
 
 
 def emit(tag: str, payload: dict[str, Any]) -> None:
@@ -50,6 +52,7 @@ class CountingStore:
         self._inner = inner
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
+        self.first_add_done = 0.0  # for a join: when this agent's arrival was counted
 
     def _count(self, name: str) -> None:
         with self._lock:
@@ -69,7 +72,9 @@ class CountingStore:
 
     def add(self, key: str, amount: int) -> int:
         self._count("add")
-        return self._inner.add(key, amount)
+        value = self._inner.add(key, amount)
+        self.first_add_done = self.first_add_done or time.monotonic()
+        return value
 
     def set_if_absent(self, key: str, value: bytes) -> tuple[bool, bytes]:
         self._count("set_if_absent")
@@ -89,21 +94,56 @@ class CountingStore:
         self._count("delete")
         self._inner.delete(key)
 
+    def multi_get(self, keys: Sequence[str]) -> list[bytes | None]:
+        """One operation (one round trip) when the store has it; else one get per key."""
+        inner = getattr(self._inner, "multi_get", None)
+        if inner is None:
+            return [self.get(key) for key in keys]
+        self._count("multi_get")
+        return list(inner(keys))
+
     def close(self) -> None:
         self._inner.close()
+
+
+def raise_file_limit() -> None:
+    """Thousands of persistent connections need more descriptors than the default soft limit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def open_client(impl: str, port: int, read_timeout: float) -> KeyValueStore:
+    """One agent's own store client for ``impl``."""
+    if impl == "ours-tpstore":
+        from tpelastic.adapters.stores import tcp_store
+
+        return tcp_store(HOST, port, is_server=False, timeout=read_timeout)
+    from tpelastic.adapters.stores.tcp_client import connect
+
+    return connect(HOST, port, timeout=read_timeout)
 
 
 # --- server --------------------------------------------------------------------------------------
 
 
 def serve(impl: str, lifetime: float) -> None:
-    """Host one TCPStore server (torch's for torch, tensorplay's otherwise) until stdin closes."""
-    if impl == "torch":
+    """Host one TCPStore server until stdin closes: ours for ``ours``, torch's for torch,
+    tensorplay's otherwise."""
+    raise_file_limit()
+    if impl == "ours":
+        from tpelastic.adapters.stores.tcp_server import StoreServer
+
+        server: Any = StoreServer(HOST, 0).start()
+        port = server.port
+    elif impl == "torch":
         from datetime import timedelta
 
         from torch.distributed import TCPStore as TorchTCPStore  # type: ignore[attr-defined]
 
-        server: Any = TorchTCPStore(
+        server = TorchTCPStore(
             HOST, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60)
         )
         port = server.port
@@ -175,12 +215,9 @@ def _our_configs(args: argparse.Namespace) -> tuple[Any, Any]:
 def our_agent(host: Host, index: int, record: dict[str, Any]) -> None:
     """One agent of ours: join round 0, then play its part in the scenario."""
     from tpelastic.adapters.rendezvous.driver import KeepAlive, run_join
-    from tpelastic.adapters.stores import tcp_store
 
     args = host.args
-    raw: KeyValueStore = host.shared or tcp_store(
-        HOST, args.port, is_server=False, timeout=args.read_timeout
-    )
+    raw: KeyValueStore = host.shared or open_client(args.impl, args.port, args.read_timeout)
     first, again = _our_configs(args)
     node = f"node{index}"
     late = args.role == "late"
@@ -200,6 +237,7 @@ def our_agent(host: Host, index: int, record: dict[str, Any]) -> None:
         record["t_call"] = time.monotonic()
         done = run_join(joined, first, run_id=RUN_ID, node=node)
         record["t_done"] = time.monotonic()
+        record["t_arrived"] = joined.first_add_done
         record.update(rank=done.rank, world=done.result.world_size, ops=dict(joined.counts))
         record["closer"] = done.result.closer == node
         if args.scenario == "none":
@@ -393,11 +431,46 @@ def _agent_thread(
     emit("REC", record)
 
 
+def _import_up_front(impl: str) -> None:
+    """Load what agent threads import lazily, so hundreds of them do not queue on the import
+    lock at the start (a simulation artifact: one node imports once)."""
+    import tpelastic.adapters.rendezvous.driver
+    import tpelastic.core.rendezvous.membership  # noqa: F401
+
+    if impl.startswith("ours") and impl != "ours-memory":
+        import socket
+
+        socket.getaddrinfo(HOST, 1)  # loads the codec getaddrinfo needs, once
+
+
+def _count_result_decodes() -> list[int]:
+    """Count real decodes of round results in this process (the core caches them by bytes, but
+    threads that receive the result at the same moment all miss the cache together)."""
+    from tpelastic.core.rendezvous import records
+
+    count = [0]
+    decode = records._decode_result
+
+    def counted(raw: bytes) -> Any:
+        count[0] += 1
+        return decode(raw)
+
+    records._decode_result = counted  # type: ignore[assignment]
+    return count
+
+
 def run_host(args: argparse.Namespace) -> None:
     """Start the agents, wait for go, let them run until done or the deadline, then exit."""
+    raise_file_limit()
+    # Hundreds of threads per process: a thread waiting for the GIL wakes every switch interval
+    # to ask for it, and at the default 5 ms those wake-ups alone burned most of the CPU of a
+    # 2048-agent run. A node runs one agent; this only keeps the simulation from drowning in it.
+    sys.setswitchinterval(args.switch_interval)
+    _import_up_front(args.impl)
+    decodes = _count_result_decodes()
     host = Host(args)
     body: Callable[[Host, int, dict[str, Any]], None] = our_agent
-    if args.impl not in ("ours", "ours-memory"):
+    if not args.impl.startswith("ours"):
         _instrument_anchor(_anchor_modules(args.impl)[2].C10dRendezvousBackend)
         body = anchor_agent
     threading.stack_size(512 * 1024)  # thousands of threads: keep each stack small
@@ -414,7 +487,16 @@ def run_host(args: argparse.Namespace) -> None:
         host.go.set()
     for thread in threads:
         thread.join(max(0.0, host.deadline - time.monotonic()))
-    emit("HOSTDONE", {"first": args.first, "alive": sum(t.is_alive() for t in threads)})
+    alive = sum(t.is_alive() for t in threads)
+    emit(
+        "HOSTDONE",
+        {
+            "first": args.first,
+            "alive": alive,
+            "result_decodes": decodes[0],
+            "cpu_s": time.process_time(),
+        },
+    )
     os._exit(0)  # anchors leave non-daemon keep-alive timers behind: do not wait for them
 
 
@@ -434,6 +516,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--heartbeat-timeout", type=float, default=15.0)
     parser.add_argument("--last-call", type=float, default=30.0)
     parser.add_argument("--watch-interval", type=float, default=0.1)
+    parser.add_argument(
+        "--switch-interval", type=float, default=0.005, help="sys.setswitchinterval"
+    )
     args = parser.parse_args(argv)
     if args.what == "server":
         serve(args.impl, lifetime=args.timeout)

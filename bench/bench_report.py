@@ -44,13 +44,15 @@ def format_table(results: list[Result]) -> str:
     sizes = sorted({size for _, size in conv})
     lines = [
         "convergence: seconds from the last / first join call until every agent has its round",
-        f"{'N':>5} | {'ours':>11} | {'ours-mem':>11} | {'tensorplay':>11} | {'ratio':>11} | "
+        f"{'N':>5} | {'ours':>11} | {'ours-tpstore':>12} | {'ours-mem':>11} | "
+        f"{'tensorplay':>11} | {'ratio':>11} | "
         f"{'torch':>11} | {'ratio':>11} | ops/agent ours (follower max, closer) | tp ops med | "
         "torch ops med",
     ]
     for n in sizes:
-        ours, mem, tp, torch = (
-            conv.get((impl, n)) for impl in ("ours", "ours-memory", "tensorplay", "torch")
+        ours, old, mem, tp, torch = (
+            conv.get((impl, n))
+            for impl in ("ours", "ours-tpstore", "ours-memory", "tensorplay", "torch")
         )
         counted = ours if ours and ours["status"] == "ok" else mem
         ours_ops = (
@@ -59,7 +61,8 @@ def format_table(results: list[Result]) -> str:
             else "-"
         )
         lines.append(
-            f"{n:>5} | {_time(ours):>11} | {_time(mem):>11} | {_time(tp):>11} | "
+            f"{n:>5} | {_time(ours):>11} | {_time(old):>12} | {_time(mem):>11} | "
+            f"{_time(tp):>11} | "
             f"{_ratio(tp, ours):>11} | "
             f"{_time(torch):>11} | {_ratio(torch, ours):>11} | {ours_ops:>37} | "
             f"{_fmt((tp or {}).get('ops_per_agent_median')):>10} | "
@@ -69,13 +72,13 @@ def format_table(results: list[Result]) -> str:
     if scen:
         lines += [
             "",
-            "re-rendezvous (ours): seconds from the event until every survivor has its new round",
-            f"{'scenario':>8} | {'N':>5} | {'status':>8} | {'all':>7} | {'median':>7} | "
-            "new world | rejoin ops (follower max, closer) | watch ops/agent",
+            "re-rendezvous: seconds from the event until every survivor has its new round",
+            f"{'impl':>12} | {'scenario':>8} | {'N':>5} | {'status':>8} | {'all':>7} | "
+            f"{'median':>7} | new world | rejoin ops (follower max, closer) | watch ops/agent",
         ]
         for r in scen:
             lines.append(
-                f"{r['scenario']:>8} | {r['size']:>5} | {r['status']:>8} | "
+                f"{r['impl']:>12} | {r['scenario']:>8} | {r['size']:>5} | {r['status']:>8} | "
                 f"{_fmt(r.get('event_to_all_rejoined_s')):>7} | "
                 f"{_fmt(r.get('event_to_median_rejoined_s')):>7} | "
                 f"{_fmt(r.get('new_world_sizes')):>9} | "
@@ -95,7 +98,13 @@ def write_plot(results: list[Result], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.6))
-    impls = (("ours", "o"), ("ours-memory", "x"), ("tensorplay", "s"), ("torch", "^"))
+    impls = (
+        ("ours", "o"),
+        ("ours-tpstore", "D"),
+        ("ours-memory", "x"),
+        ("tensorplay", "s"),
+        ("torch", "^"),
+    )
     for impl, marker in impls:
         rows = sorted(
             (r for r in results if r["impl"] == impl and r["scenario"] == "none"),

@@ -8,6 +8,7 @@ out, or whose server dies, is reported as such; it never hangs the run.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import statistics
 import subprocess
@@ -36,6 +37,7 @@ class TrialSpec:
     heartbeat_timeout: float = 15.0
     last_call: float = 30.0
     watch_interval: float = 0.1
+    switch_interval: float = 0.005
 
 
 def _pump(proc: subprocess.Popen[str], name: str, sink: queue.Queue[tuple[str, str, str]]) -> None:
@@ -114,6 +116,7 @@ def _host_args(spec: TrialSpec, port: int, first: int, count: int, role: str) ->
         *("--heartbeat-interval", str(spec.heartbeat_interval)),
         *("--heartbeat-timeout", str(spec.heartbeat_timeout)),
         *("--last-call", str(spec.last_call), "--watch-interval", str(spec.watch_interval)),
+        *("--switch-interval", str(spec.switch_interval)),
     ]
 
 
@@ -140,6 +143,9 @@ def run_trial(spec: TrialSpec, log: IO[str]) -> dict[str, Any]:
     procs = _Procs(log)
     records: dict[int, dict[str, Any]] = {}
     status, tw_peak, tw_start = "ok", 0, time_wait_sockets()
+    hosts_done: list[dict[str, Any]] = []
+    server_cpu: float | None = None
+    load_before = os.getloadavg()[0]
     try:
         port = 0
         if spec.impl != "ours-memory":  # the in-process variant needs no server
@@ -167,20 +173,45 @@ def run_trial(spec: TrialSpec, log: IO[str]) -> dict[str, Any]:
             if tag in ("REC", "EVENT"):
                 data = json.loads(body)
                 records.setdefault(data["index"], {}).update(data)
-            elif tag == "HOSTDONE" and json.loads(body).get("alive"):
-                status = "timeout"  # the host gave up on agents still joining at its deadline
+            elif tag == "HOSTDONE":
+                hosts_done.append(json.loads(body))
+                if hosts_done[-1].get("alive"):
+                    status = "timeout"  # the host gave up on agents still joining at its deadline
                 waiting.discard(name)
-            elif tag in ("HOSTDONE", "EOF"):
+            elif tag == "EOF":
                 waiting.discard(name)
         if waiting and status == "ok":
             status = "timeout"
+        server_cpu = _cpu_seconds(procs.procs.get("server"))
     except TrialSetupError as error:
         status = f"setup failed: {error}"
     finally:
         procs.kill_all()
     summary = summarize(spec, list(records.values()), status)
     summary.update(time_wait_peak=tw_peak, time_wait_before=tw_start)
+    # Where the CPU went (hosts: agents' threads; server: the store), and how busy the machine
+    # was: other programs share these 2 cores, so read the times next to the load.
+    summary.update(
+        load_before=load_before,
+        load_after=os.getloadavg()[0],
+        hosts_cpu_s=sum(h.get("cpu_s", 0.0) for h in hosts_done),
+        server_cpu_s=server_cpu,
+        result_decodes=sum(h.get("result_decodes", 0) for h in hosts_done),
+    )
     return summary
+
+
+def _cpu_seconds(proc: Any) -> float | None:
+    """User + system CPU seconds of a running process, or None."""
+    if proc is None or proc.poll() is not None:
+        return None
+    try:
+        import psutil
+
+        times = psutil.Process(proc.pid).cpu_times()
+    except Exception:  # gone, or psutil missing: the number is optional
+        return None
+    return float(times.user + times.system)
 
 
 class TrialSetupError(Exception):

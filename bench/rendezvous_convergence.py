@@ -1,8 +1,10 @@
 """Rendezvous convergence benchmark: ours (``run_join``) against tensorplay's and torch's c10d.
 
 N agents (threads in a few processes, one store client each) join one round over one TCPStore
-served by its own process, min = max = N. For each size we measure the time from the last agent's
-join call until every agent has its round, and the store operations per agent. Optionally
+served by its own process, min = max = N. ``ours`` uses our TCPStore server and client (the
+default ``store_type=tcp``), ``ours-tpstore`` tensorplay's (``store_type=tensorplay``). For
+each size we measure the time from the last agent's join call until every agent has its round,
+and the store operations per agent. Optionally
 (``--scenarios``) we measure ours re-forming the world after one node leaves gracefully, dies
 without a goodbye (SIGKILL), or joins late. Every implementation and size runs in its own
 processes, bounded by ``--timeout``; results go to JSON and a PNG plot. Example::
@@ -27,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_trial import TrialSpec, run_trial, time_wait_sockets
 
-IMPLS = ("ours", "ours-memory", "tensorplay", "torch")
+IMPLS = ("ours", "ours-tpstore", "ours-memory", "tensorplay", "torch")
 SCENARIOS = ("leave", "crash", "late")
 
 
@@ -67,6 +69,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scenario-last-call", type=float, default=0.1)
     parser.add_argument("--watch-interval", type=float, default=0.1)
     parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=0.005,
+        help="sys.setswitchinterval in agent hosts (Python's default 0.005)",
+    )
+    parser.add_argument(
         "--settle-below",
         type=int,
         default=5000,
@@ -92,15 +100,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def plan(args: argparse.Namespace) -> list[TrialSpec]:
     """Convergence trials for every impl and size, then ours' re-rendezvous scenarios."""
     specs = [
-        TrialSpec(impl=impl, size=n, timeout=args.timeout, per_process=args.per_process)
+        TrialSpec(
+            impl=impl,
+            size=n,
+            timeout=args.timeout,
+            per_process=args.per_process,
+            switch_interval=args.switch_interval,
+        )
         for impl in args.impl
         for n in args.sizes
         if impl.startswith("ours") or n <= args.anchor_max
     ]
-    if "ours" in args.impl:
+    for ours in ("ours", "ours-tpstore"):
+        if ours not in args.impl:
+            continue
         specs += [
             TrialSpec(
-                impl="ours",
+                impl=ours,
                 size=n,
                 scenario=scenario,
                 timeout=args.timeout,
@@ -109,6 +125,7 @@ def plan(args: argparse.Namespace) -> list[TrialSpec]:
                 heartbeat_timeout=args.scenario_expiry,
                 last_call=args.scenario_last_call,
                 watch_interval=args.watch_interval,
+                switch_interval=args.switch_interval,
             )
             for scenario in args.scenarios
             for n in args.scenario_sizes
