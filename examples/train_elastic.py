@@ -24,6 +24,7 @@ from tensorplay.utils.data import DataLoader, TensorDataset
 
 from tpelastic.data import ElasticDistributedSampler
 from tpelastic.errors import record
+from tpelastic.timer import progress
 
 FEATURES = 8
 
@@ -116,6 +117,7 @@ def train(args, model, optimizer, dataset, state, path, rank, world, restart) ->
             optimizer.step()
             last = loss.item()
             step += 1
+            progress.step()  # a no-op unless the launcher watches for hangs (--stall-timeout)
             time.sleep(args.step_delay)
             position = sampler.position_after(batch_no * args.batch_size)
             if step % args.ckpt_every == 0 and rank == 0:
