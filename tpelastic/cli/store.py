@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
-    from tpelastic.adapters.stores.server import serve  # loads tensorplay: only when serving
+    from tpelastic.adapters.stores.server import serve  # loaded only when serving
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -5,6 +5,7 @@ behaviour (a dead server, close during a wait, garbage on the wire, no leaked th
 from __future__ import annotations
 
 import itertools
+import signal
 import socket
 import subprocess
 import sys
@@ -273,3 +274,36 @@ def test_stopping_leaves_no_threads_behind() -> None:
     while set(threading.enumerate()) - before and time.monotonic() < deadline:
         time.sleep(0.02)
     assert set(threading.enumerate()) - before == set()
+
+
+def test_the_store_command_serves_our_client_and_tensorplays() -> None:
+    """``tpelastic store`` runs our server; a tensorplay client (here, in another process than
+    the server) reads what ours wrote and the other way round."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpelastic", "store", "--host", "127.0.0.1", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()  # the command prints it flushed, or exits
+        assert ready.startswith("tpelastic store listening on 127.0.0.1:"), ready
+        port = int(ready.rsplit(":", 1)[1])
+        ours = connect("127.0.0.1", port, timeout=5.0)
+        theirs = tcp_store("127.0.0.1", port, is_server=False, timeout=5.0)
+        try:
+            ours.set("cmd/ours", b"1")
+            assert theirs.get("cmd/ours") == b"1"
+            theirs.set("cmd/theirs", b"")
+            assert ours.get("cmd/theirs") == b""
+            assert ours.wait_for(["cmd/theirs"], 1.0)
+        finally:
+            ours.close()
+            theirs.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -1,6 +1,8 @@
 """A standalone TCPStore server, so the rendezvous store need not live inside an agent.
 
-``tpelastic store --host H --port P`` (see :mod:`tpelastic.cli.store`) runs :func:`serve`.
+``tpelastic store --host H --port P`` (see :mod:`tpelastic.cli.store`) runs :func:`serve`. It is
+our server (:mod:`tpelastic.adapters.stores.tcp_server`): tensorplay's wire format, so agents
+with ``store_type=tcp`` (ours) and ``store_type=tensorplay`` (tensorplay's client) both use it.
 """
 
 from __future__ import annotations
@@ -8,11 +10,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from tpelastic.adapters.stores.tensorplay_store import tcp_store
+from tpelastic.adapters.stores.tcp_server import StoreServer
 
-# How long one stop-wait lasts before we look again. Short on purpose: a signal the kernel hands
-# to one of tensorplay's server threads does not interrupt the main thread's wait, so the Python
-# handler (which sets ``stop``) only runs when that wait returns.
+# How long one stop-wait lasts before we look again: a signal handler (which sets ``stop``)
+# only runs when the main thread's wait returns.
 _STOP_CHECK_SECONDS = 0.2
 _CLOSE_GRACE_SECONDS = 3.0
 
@@ -36,17 +37,13 @@ def serve(
         StoreUnavailable: the address cannot be bound (port in use, host not local).
     """
     stop = stop if stop is not None else threading.Event()
-    store = tcp_store(host, port, is_server=True, timeout=60.0)
+    server = StoreServer(host, port).start()
     try:
-        ready_callback(host, int(store.raw.port))
+        ready_callback(host, server.port)
         while not stop.wait(_STOP_CHECK_SECONDS):
             pass
     finally:
-        # Stopping tensorplay's server has been seen (once, in a full test run) to hang; the
-        # process must still exit, so the stop gets a bounded grace and is then abandoned.
-        closer = threading.Thread(target=store.close, name="tpelastic-store-close", daemon=True)
-        closer.start()
-        closer.join(_CLOSE_GRACE_SECONDS)
+        server.stop(_CLOSE_GRACE_SECONDS)  # bounded: the server thread is a daemon
 
 
 __all__ = ["serve"]
