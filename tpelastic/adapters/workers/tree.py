@@ -9,6 +9,7 @@ started meanwhile) and SIGKILLs whatever is left.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import time
 from collections.abc import Iterable
@@ -102,6 +103,33 @@ def _group_exists(pgid: int) -> bool:
     return True
 
 
+def _wait_exits(procs: Iterable[psutil.Process], deadline: float) -> None:
+    """Block until each of ``procs`` has exited (zombies count) or ``deadline`` passes.
+
+    With pidfds (Linux 5.3+) the exits wake us as they happen, so a worker that obeys SIGTERM
+    at once is seen at once (a restart waits for this). Where pidfds are missing this returns
+    at once and the caller's polling loop does the waiting.
+    """
+    poller, fds = select.poll(), []
+    try:
+        for proc in procs:
+            try:
+                fds.append(os.pidfd_open(proc.pid))
+            except ProcessLookupError:
+                continue  # already gone
+            poller.register(fds[-1], select.POLLIN)
+        pending = set(fds)
+        while pending and (left := deadline - time.monotonic()) > 0:
+            for fd, _mask in poller.poll(left * 1000.0):
+                pending.discard(fd)
+                poller.unregister(fd)
+    except (AttributeError, OSError):
+        return  # no pidfds here: the caller polls
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def kill_trees(
     root_pids: Iterable[int],
     pgids: Iterable[int] = (),
@@ -126,12 +154,14 @@ def kill_trees(
     if timeout > 0 and death_sig != signal.SIGKILL:
         _signal_all(procs, death_sig)
         deadline = time.monotonic() + timeout
+        _wait_exits(procs, deadline)
         while _alive(procs) and time.monotonic() < deadline:
             time.sleep(0.02)
     # Look again: children started during the grace period must not escape.
     left = _alive({p.pid: p for p in [*procs, *collect_tree(roots, groups)]}.values())
     _signal_all(left, signal.SIGKILL)
     deadline = time.monotonic() + 5.0
+    _wait_exits(left, deadline)
     while _alive(left) and time.monotonic() < deadline:
         time.sleep(0.01)
     return [p.pid for p in left]
