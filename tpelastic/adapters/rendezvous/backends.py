@@ -16,13 +16,37 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.stores.errors import StoreUnavailable
 from tpelastic.adapters.stores.prefixed import PrefixedStore
 
 T = TypeVar("T")
+
+
+@runtime_checkable
+class LeasedStore(Protocol):
+    """An optional capability of a KeyValueStore: keys that live only while a lease is renewed.
+
+    A store that has it gets per-node liveness by lease (``RendezvousConfig.leased_liveness``):
+    each node's heartbeat key is written under the node's own lease, and disappears when the
+    node stops renewing it (dies) or revokes it (leaves).
+    """
+
+    def set_leased(self, key: str, value: bytes, ttl: float) -> None:
+        """Write ``key`` under this client's lease of ``ttl`` seconds (granted on first use, and
+        again if it expired), renewing the lease. Raises ``StoreUnavailable`` like ``set``."""
+        ...
+
+    def revoke_lease(self) -> None:
+        """Revoke this client's lease now: its keys disappear at once. Never raises."""
+        ...
+
+
+def supports_leases(store: object) -> bool:
+    """Whether ``store`` offers :class:`LeasedStore` (a backend answers for the store it wraps)."""
+    return isinstance(store, LeasedStore)
 
 
 class StoreRendezvousBackend:
@@ -142,4 +166,10 @@ class P10dRendezvousBackend(TpRendezvousBackend):
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-__all__ = ["P10dRendezvousBackend", "StoreRendezvousBackend", "TpRendezvousBackend"]
+__all__ = [
+    "LeasedStore",
+    "P10dRendezvousBackend",
+    "StoreRendezvousBackend",
+    "TpRendezvousBackend",
+    "supports_leases",
+]

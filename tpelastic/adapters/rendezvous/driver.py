@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.rendezvous.backends import supports_leases
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousClosedError,
     RendezvousError,
@@ -30,6 +31,7 @@ from tpelastic.adapters.stores.errors import StoreUnavailable
 from tpelastic.core.rendezvous import join
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.membership import heartbeat_ops
 from tpelastic.core.rendezvous.ops import (
     Add,
     Get,
@@ -40,6 +42,7 @@ from tpelastic.core.rendezvous.ops import (
     Reply,
     Set,
     SetIfAbsent,
+    SetLeased,
     StoreOps,
     StoreWait,
     WaitEnded,
@@ -94,6 +97,11 @@ def execute_ops(store: KeyValueStore, ops: tuple[Op, ...]) -> tuple[Reply, ...]:
         elif isinstance(op, SetIfAbsent):
             # The core wants the value stored afterwards, whoever wrote it.
             replies.append(store.set_if_absent(op.key, op.value)[1])
+        elif isinstance(op, SetLeased):
+            if not supports_leases(store):
+                raise RuntimeError(f"the core asked for a leased key, but {store!r} has no leases")
+            store.set_leased(op.key, op.value, op.ttl)  # type: ignore[attr-defined]
+            replies.append(None)
         else:  # pragma: no cover - Op is a closed union
             raise RuntimeError(f"unknown store op {op!r}")
     return tuple(replies)
@@ -218,7 +226,9 @@ def _carry_out(
 
 
 class KeepAlive:
-    """Bump ``RunKeys(run_id).heartbeat(node)`` every ``config.heartbeat_interval`` seconds.
+    """Beat ``RunKeys(run_id).heartbeat(node)`` every ``config.heartbeat_interval`` seconds: bump
+    the counter, or (``config.leased_liveness``) write the key under this node's lease, which
+    renews it; :meth:`stop` then revokes the lease, so the key is gone at once.
 
     Runs on a daemon thread so a stuck store never keeps the process alive. Failures are counted,
     not raised: the owner reads :attr:`consecutive_failures` and :attr:`last_success` and decides
@@ -236,6 +246,8 @@ class KeepAlive:
     ) -> None:
         self._store = store
         self._key = RunKeys(run_id).heartbeat(node)
+        self._ops = heartbeat_ops(RunKeys(run_id), node, config)
+        self._leased = config.leased_liveness
         self._interval = config.heartbeat_interval
         self._clock = clock
         self._stopping = threading.Event()
@@ -249,11 +261,14 @@ class KeepAlive:
         return self
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stop beating. Returns within ``timeout`` (default: one interval) even if a store call
-        hangs, since the thread is a daemon and is not needed afterwards."""
+        """Stop beating (and revoke the lease: a graceful goodbye). Returns within ``timeout``
+        (default: one interval) plus the revoke's own bound even if a store call hangs, since the
+        thread is a daemon and is not needed afterwards."""
         self._stopping.set()
         if self._thread.is_alive():
             self._thread.join(self._interval if timeout is None else timeout)
+        if self._leased and supports_leases(self._store):
+            self._store.revoke_lease()  # type: ignore[attr-defined]
 
     def __enter__(self) -> KeepAlive:
         return self.start()
@@ -264,7 +279,7 @@ class KeepAlive:
     def beat(self) -> bool:
         """One heartbeat now; True when it landed."""
         try:
-            self._store.add(self._key, 1)
+            execute_ops(self._store, self._ops)
         except Exception:
             # Any failure (not only StoreUnavailable) must be counted rather than kill the
             # thread: a dead keep-alive would look exactly like a dead node to its peers.

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from attrs import evolve, field, frozen
 
 from tpelastic.adapters.ports import KeyValueStore
-from tpelastic.adapters.rendezvous.backends import StoreRendezvousBackend
+from tpelastic.adapters.rendezvous.backends import StoreRendezvousBackend, supports_leases
 from tpelastic.adapters.rendezvous.driver import KeepAlive, execute_ops, run_join
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousError,
@@ -40,7 +40,7 @@ from tpelastic.adapters.stores.prefixed import PrefixedStore
 from tpelastic.core.rendezvous import membership
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
-from tpelastic.core.rendezvous.liveness import LivenessTracker
+from tpelastic.core.rendezvous.liveness import LivenessTracker, judge
 from tpelastic.core.rendezvous.membership import RoundWatch
 from tpelastic.core.rendezvous.ops import JoinSucceeded
 from tpelastic.core.rendezvous.records import (
@@ -86,7 +86,9 @@ class DynamicRendezvousHandler(RendezvousHandler):
         run_id: the job's id (no ``/``); every agent of the job uses the same one.
         store: the run's store (a backend from :mod:`backends`, or any ``KeyValueStore``).
             The handler owns it: :meth:`shutdown` closes it.
-        config: node bounds and timeouts (see :class:`RendezvousConfig`).
+        config: node bounds and timeouts (see :class:`RendezvousConfig`). When ``store`` has
+            leases (:class:`~tpelastic.adapters.rendezvous.backends.LeasedStore`, e.g. etcd),
+            liveness is by lease: ``leased_liveness`` is switched on.
         backend_name: what :meth:`get_backend` answers (``tcp``, ``c10d``, ``file``, ...).
         node_id: this node's id in the run; default :func:`default_node_id`.
         local_addr: the address others reach this node at; rank 0 publishes it as the
@@ -111,6 +113,9 @@ class DynamicRendezvousHandler(RendezvousHandler):
         store_host: object | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if supports_leases(store) and not config.leased_liveness:
+            # Every node of a run uses the same backend, so all of them judge liveness alike.
+            config = evolve(config, leased_liveness=True)
         self.settings = RendezvousSettings(run_id=run_id, config=config)
         self.node_id = node_id or default_node_id()
         self.store_host = store_host
@@ -281,8 +286,9 @@ class DynamicRendezvousHandler(RendezvousHandler):
     def watch(self) -> RoundWatch:
         """One look at the round after this node's: closed? opened? how many wait there?
 
-        Also times the ring successor's heartbeat on this node's clock; when it has not moved
-        for the heartbeat timeout, reports the successor dead, which opens the next round
+        Also looks at the ring successor's heartbeat: with leases, its key gone means dead at
+        once; otherwise its counter is timed on this node's clock and not moving for the
+        heartbeat timeout means dead. A dead successor is reported, which opens the next round
         (``next_opened`` is then ``"membership"``). Costs 3-4 store reads.
 
         Raises:
@@ -398,12 +404,17 @@ class DynamicRendezvousHandler(RendezvousHandler):
         successor = membership.ring_successor(result, self.node_id)
         if successor is None:
             return None
-        beats = decode_counter(self._store.get(self._keys.heartbeat(successor)))
-        now = self._clock()
-        self._liveness = self._liveness.observe(successor, beats, now)
-        if self._liveness.is_dead(successor, now, self.settings.config.heartbeat_timeout):
-            return successor
-        return None
+        beat = self._store.get(self._keys.heartbeat(successor))
+        config = self.settings.config
+        self._liveness, dead = judge(
+            self._liveness,
+            successor,
+            beat,
+            self._clock(),
+            config.heartbeat_timeout,
+            config.leased_liveness,
+        )
+        return successor if dead else None
 
     def _forming_round(self) -> int:
         # Results exist for every round up to the forming one; the published counter is a

@@ -17,9 +17,21 @@ from tpelastic.adapters.rendezvous.settings import RendezvousSettings
 
 
 class EtcdRendezvousBackend(StoreRendezvousBackend):
-    """Rendezvous state in an etcd cluster (through :class:`EtcdStore`)."""
+    """Rendezvous state in an etcd cluster (through :class:`EtcdStore`).
+
+    It offers the store's leases (:class:`~tpelastic.adapters.rendezvous.backends.LeasedStore`),
+    so the handler judges liveness by lease: a node's heartbeat key disappears when the node
+    stops renewing its lease (after ``keep_alive_interval * keep_alive_max_attempt``, rounded up
+    to whole seconds) or revokes it on a graceful leave.
+    """
 
     name = "etcd"
+
+    def set_leased(self, key: str, value: bytes, ttl: float) -> None:
+        self._store.set_leased(key, value, ttl)  # type: ignore[attr-defined]
+
+    def revoke_lease(self) -> None:
+        self._store.revoke_lease()  # type: ignore[attr-defined]
 
 
 def _text(params: RendezvousParameters, key: str) -> str | None:

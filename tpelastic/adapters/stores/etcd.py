@@ -25,7 +25,12 @@ Decisions (see docs/backends.md for the user's side):
   the read's revision + 1, so nothing between the read and the watch is missed; any PUT of a
   missing key ends the watch and the keys are read again. A watch is bounded by a slice of at
   most ``_WATCH_SLICE`` seconds and is then reopened (this also notices a silently stuck member).
-* Leases for per-node liveness are not used yet: the rendezvous core counts heartbeats in keys.
+* Leases (``set_leased``, ``revoke_lease``): one lease per store object, granted with a whole
+  number of seconds (etcd's unit; at least 1) on first use. Each ``set_leased`` renews it with
+  one keep-alive request and writes the key only when it is not yet under the current lease, so
+  a steady heartbeat costs one request. A lease found expired is granted anew and its keys
+  rewritten (peers may have found us dead meanwhile; they judge by the key alone). ``close``
+  revokes it too, so a graceful exit drops its keys at once.
 """
 
 from __future__ import annotations
@@ -161,6 +166,9 @@ class EtcdStore:
         self._seq = itertools.count(1)
         self._watches: set[Any] = set()
         self._closed = False
+        self._lease: str | None = None  # etcd's lease id, as the gateway spells it (a string)
+        self._leased: dict[str, bytes] = {}  # keys written under the current lease
+        self._lease_lock = threading.Lock()
 
     # -- requests -------------------------------------------------------------------------
 
@@ -319,6 +327,40 @@ class EtcdStore:
         outcome = self._conditional(key, decide)
         return (True, value) if outcome is True else outcome
 
+    def set_leased(self, key: str, value: bytes, ttl: float) -> None:
+        """Write ``key`` under this store's lease of ``ttl`` seconds (rounded up to whole
+        seconds), renewing the lease; the key disappears when the lease is not renewed in time.
+
+        Raises:
+            StoreUnavailable: as ``set``.
+        """
+        seconds = max(1, math.ceil(ttl))
+        with self._lease_lock:
+            if self._lease is not None and not self._renew(self._lease):
+                self._lease, self._leased = None, {}  # expired: its keys are gone already
+            if self._lease is None:
+                reply = self._call("/lease/grant", {"TTL": str(seconds), "ID": "0"})
+                self._lease = str(reply["ID"])
+            if self._leased.get(key) != bytes(value):
+                body = {"key": _b64(self._path(key)), "value": _b64(bytes(value))}
+                self._call("/kv/put", {**body, "lease": self._lease})
+                self._leased[key] = bytes(value)
+
+    def _renew(self, lease: str) -> bool:
+        reply = self._call("/lease/keepalive", {"ID": lease})
+        return int((reply.get("result") or {}).get("TTL", -1)) > 0
+
+    def revoke_lease(self) -> None:
+        """Revoke this store's lease now (its keys disappear). Never raises."""
+        with self._lease_lock:
+            lease, self._lease, self._leased = self._lease, None, {}
+        if lease is None or self._closed:
+            return
+        try:
+            self._post(self._current, "/kv/lease/revoke", {"ID": lease}, self._attempt_timeout)
+        except Exception:  # best effort: the lease then simply expires
+            pass
+
     def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
         self._check_open()
         wanted = list(dict.fromkeys(keys))
@@ -399,6 +441,7 @@ class EtcdStore:
             if self._closed:
                 return
             watches = list(self._watches)
+        self.revoke_lease()
         try:
             # Best effort, bounded: our markers are useless once we are gone.
             marker = self._marker_root.encode()

@@ -24,6 +24,10 @@ class RendezvousConfig:
         heartbeat_interval: how often a node's keep-alive bumps its heartbeat counter.
         heartbeat_timeout: a node whose counter has not moved this long is dead to an observer.
         takeover_after: a node waiting this long for the closer's result starts closing itself.
+        leased_liveness: the store ties each node's heartbeat key to a lease that expires
+            ``heartbeat_timeout`` after its last renewal (etcd), so an absent key means the node
+            is dead, at once, for every observer; otherwise (TCP, file stores) observers time a
+            heartbeat counter on their own clocks. The adapter sets it from what the store can do.
     """
 
     min_nodes: int = field(validator=_at_least_one)
@@ -33,6 +37,7 @@ class RendezvousConfig:
     heartbeat_interval: Duration = field(default=5.0, validator=_positive)
     heartbeat_timeout: Duration = field(default=15.0, validator=_positive)
     takeover_after: Duration = field(default=0.0)
+    leased_liveness: bool = field(default=False, converter=bool)
 
     def __attrs_post_init__(self) -> None:
         if self.max_nodes < self.min_nodes:

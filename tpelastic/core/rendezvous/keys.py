@@ -34,7 +34,8 @@ class RunKeys:
         return f"{self.namespace}/published"
 
     def heartbeat(self, node: str) -> str:
-        """Counter a node's keep-alive increments; observers time it on their own clocks."""
+        """Counter a node's keep-alive increments; observers time it on their own clocks. With
+        leased liveness: a key under the node's lease, present exactly while the node lives."""
         return f"{self.namespace}/hb/{node}"
 
     def round_prefix(self, round_no: int) -> str:

@@ -4,6 +4,10 @@ Each node increments a heartbeat counter in the store. An observer remembers, pe
 counter value it saw and *its own* time when that value first appeared. A node is dead to this
 observer when its counter has not moved for ``timeout`` seconds of the observer's clock. No
 wall-clock time is ever shared, so clock skew between hosts cannot decide who is alive.
+
+With a store that has leases (``RendezvousConfig.leased_liveness``), a node's heartbeat key lives
+only as long as the node renews its lease, so nobody times anything: the key is absent exactly
+when the node is dead (:func:`judge`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Iterable, Mapping
 
 from attrs import evolve, field, frozen
 
+from tpelastic.core.rendezvous.records import decode_counter
 from tpelastic.core.values import Duration, Instant
 
 
@@ -46,3 +51,25 @@ class LivenessTracker:
         """The earliest instant at which one of ``nodes`` could be declared dead."""
         times = [self.seen[n].since + timeout for n in nodes if n in self.seen]
         return min(times) if times else None
+
+
+def judge(
+    tracker: LivenessTracker,
+    node: str,
+    beat: bytes | None,
+    now: Instant,
+    timeout: Duration,
+    leased: bool,
+) -> tuple[LivenessTracker, bool]:
+    """One reading of ``node``'s heartbeat key: the updated tracker, and whether it is dead.
+
+    Leased: dead exactly when the key is absent (its lease expired or was revoked). Counted: the
+    counter is observed and the node is dead once it has not moved for ``timeout``.
+
+    Raises:
+        StateCorrupt: a counted heartbeat key holds something that is not a counter.
+    """
+    if leased:
+        return tracker, beat is None
+    tracker = tracker.observe(node, decode_counter(beat), now)
+    return tracker, tracker.is_dead(node, now, timeout)

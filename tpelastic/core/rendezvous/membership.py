@@ -11,8 +11,9 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
+from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
-from tpelastic.core.rendezvous.ops import Get, Op, Reply, Set, SetIfAbsent
+from tpelastic.core.rendezvous.ops import Add, Get, Op, Reply, Set, SetIfAbsent, SetLeased
 from tpelastic.core.rendezvous.records import (
     ClosedRecord,
     RoundResult,
@@ -60,6 +61,15 @@ def close_ops(keys: RunKeys, forming_round: int, outcome: str, reason: str) -> t
         SetIfAbsent(keys.closed(), encode_closed(ClosedRecord(outcome=outcome, reason=reason))),
         SetIfAbsent(keys.result(forming_round), encode_result(placeholder)),
     )
+
+
+def heartbeat_ops(keys: RunKeys, node: str, config: RendezvousConfig) -> tuple[Op, ...]:
+    """One heartbeat: bump the node's counter, or (leased liveness) write its key under its lease
+    of ``heartbeat_timeout`` seconds, which renews the lease."""
+    key = keys.heartbeat(node)
+    if config.leased_liveness:
+        return (SetLeased(key, b"alive", config.heartbeat_timeout),)
+    return (Add(key, 1),)
 
 
 def ring_successor(result: RoundResult, node: str) -> str | None:

@@ -47,7 +47,18 @@ class SetIfAbsent:
     value: bytes
 
 
-Op: TypeAlias = Get | Set | Add | SetIfAbsent
+@frozen
+class SetLeased:
+    """Write a key tied to this node's lease of ``ttl`` seconds, renewing the lease: the store
+    deletes the key once ``ttl`` passes without another SetLeased (the driver owns the lease;
+    only stores with leases get this op). The reply is None."""
+
+    key: str
+    value: bytes
+    ttl: float
+
+
+Op: TypeAlias = Get | Set | Add | SetIfAbsent | SetLeased
 Reply: TypeAlias = bytes | int | None
 
 
@@ -104,8 +115,8 @@ def run_ops(ops: tuple[Op, ...], table: dict[str, bytes]) -> tuple[Reply, ...]:
     for op in ops:
         if isinstance(op, Get):
             replies.append(table.get(op.key))
-        elif isinstance(op, Set):
-            table[op.key] = op.value
+        elif isinstance(op, (Set, SetLeased)):
+            table[op.key] = op.value  # a dict has no leases: the key simply stays
             replies.append(None)
         elif isinstance(op, Add):
             value = int(table.get(op.key, b"0")) + op.amount

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from attrs import evolve, frozen
 
 from tpelastic.core.rendezvous.config import RendezvousConfig
-from tpelastic.core.rendezvous.liveness import LivenessTracker
+from tpelastic.core.rendezvous.liveness import LivenessTracker, judge
 from tpelastic.core.rendezvous.ops import Get, Op, OpsDone, Reply
 from tpelastic.core.rendezvous.ranks import assign_ranks, choose_participants
 from tpelastic.core.rendezvous.records import (
@@ -170,8 +170,9 @@ def _pending_after(
         if arrived is not None or gone is not None or previous is None:
             continue
         node = previous.participants[rank].node
-        liveness = liveness.observe(node, decode_counter(beat), now)
-        if liveness.is_dead(node, now, config.heartbeat_timeout):
+        timeout, leased = config.heartbeat_timeout, config.leased_liveness
+        liveness, is_dead = judge(liveness, node, beat, now, timeout, leased)
+        if is_dead:
             dead.add(node)
         else:
             still.append(rank)
