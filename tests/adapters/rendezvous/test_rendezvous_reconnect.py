@@ -1,5 +1,6 @@
 """A real agent process whose store connection drops while it waits for its round's result takes
-up its place in that round once the store is back (the retried join resumes; issue 7's gap).
+up its place in that round once the store is back (the retried join resumes; issue 7's gap); and
+a join cut off while its round still forms takes its own slot again (no second arrival).
 
 The store is a TCPStore the test hosts; one agent talks to it directly, the other through a TCP
 proxy on 127.0.0.1 that the test cuts (every open connection is closed and new ones are closed at
@@ -19,8 +20,13 @@ from typing import Any
 
 import pytest
 
+from tpelastic.adapters.rendezvous.driver import run_join
 from tpelastic.adapters.stores import tcp_store
+from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.adapters.stores.memory import MemoryStore
+from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.ops import JoinSucceeded
 
 SCRIPT = Path(__file__).parent / "scripts" / "dyn_agent.py"
 # Heartbeats every 0.5 s, dead after 30 missed ones (15 s): the cut (about 5 s) must not make the
@@ -199,3 +205,56 @@ def test_an_agent_cut_off_while_its_round_completes_resumes_that_round() -> None
         proxy.close()
         server.close()
     assert "retrying" in cut_off_log, cut_off_log
+
+
+class _DropsFirstWait:
+    """A MemoryStore client whose first ``wait_for`` fails as a lost connection would.
+
+    In-process on purpose: the round must still be forming when the retry comes, which a cut
+    proxy cannot time reliably on a loaded machine; the store itself is the real MemoryStore.
+    """
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self.dropped = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def wait_for(self, keys: Any, timeout: float) -> bool:
+        if not self.dropped:
+            self.dropped += 1
+            raise StoreUnavailable("connection lost (injected)")
+        return self._store.wait_for(keys, timeout)
+
+
+def test_a_join_cut_off_before_its_round_completes_reclaims_its_slot() -> None:
+    store = MemoryStore()
+    config = RendezvousConfig(
+        min_nodes=2,
+        max_nodes=3,
+        join_timeout=20,
+        last_call_timeout=1.0,
+        heartbeat_interval=0.5,
+        heartbeat_timeout=5.0,
+    )
+    keys = RunKeys("slot")
+    results: dict[str, JoinSucceeded] = {}
+    errors: list[BaseException] = []
+
+    def join_one(node: str, client: Any) -> None:
+        try:
+            results[node] = run_join(client, config, run_id="slot", node=node, reconnect_delay=0.1)
+        except BaseException as error:  # reported below, not lost in the thread
+            errors.append(error)
+
+    closer = threading.Thread(target=join_one, args=("a", store))
+    closer.start()
+    assert store.wait_for([keys.slot(0, 0)], 10)
+    flaky = _DropsFirstWait(store)
+    join_one("b", flaky)  # slot 1; its wait for the result fails once, during the last call
+    closer.join(10)
+    assert not errors and flaky.dropped == 1
+    assert (results["a"].rank, results["b"].rank) == (0, 1)
+    assert results["a"].result == results["b"].result
+    assert store.get(keys.arrivals(0)) == b"2"  # the retry took no second slot
