@@ -5,10 +5,13 @@ it is into that slot, and waiting for the round's result. The node in slot 0 is 
 watches arrivals, the previous round's members and their heartbeats, and publishes the result
 with set-if-absent once the round may complete; whoever's offer lands first wins, so a race
 between closers is an ordinary transition. A node the result leaves out moves on to the next
-round, where it counts as waiting.
+round, where it counts as waiting. A join retried after losing the store first looks at the
+round it arrived in (``RESUMING``, :mod:`tpelastic.core.rendezvous.resuming`) and takes up the place
+it holds there, instead of arriving anew.
 
 A round may complete only when (one world at a time) every member of the previous round has
-arrived, left, or been found dead by the closer's own clock; at least ``min_nodes`` arrived; and
+arrived, left, or been found dead (by the closer's own clock, or with leases by its heartbeat key
+being gone); at least ``min_nodes`` arrived; and
 either ``max_nodes`` arrived or the last call (``last_call_timeout`` after min was reached) is
 over. Guards are named here and read replies through :mod:`tpelastic.core.rendezvous.reading`;
 the table does not know which node it runs on.
