@@ -36,8 +36,9 @@ PHASES = (
 )
 
 CHILD = """
-import json, sys, time
+import gc, json, sys, time
 marks = {"main": time.time()}
+gc.disable()  # as the entry points do (tpelastic/run.py); cli.run turns it back on
 import tpelastic.cli.run as cli
 import tpelastic.adapters.launcher.launch as launch
 import tpelastic.adapters.agent.local as local

@@ -130,3 +130,24 @@ def test_the_python_shim_imports_only_the_standard_library_it_needs():
     assert imported, done.stderr[-2000:]
     assert [m for m in imported if m.startswith("tpelastic")] == []
     assert _loaded(imported, HEAVY_IN_AGENT + ("logging", "subprocess", "threading")) == []
+
+
+def test_collection_is_paused_only_for_the_imports_of_a_launch(tmp_path):
+    script = tmp_path / "noop.py"
+    script.write_text("pass\n")
+    code = textwrap.dedent(
+        f"""
+        import gc
+        import tpelastic.run  # imported as a library: the collector stays on
+        assert gc.isenabled()
+        gc.disable()  # what the entry points do before importing the launch path
+        from tpelastic.cli.run import main
+        code = main(["--standalone", "--nproc-per-node", "1", {str(script)!r}])
+        print(code, gc.isenabled(), gc.get_freeze_count() > 0)
+        """
+    )
+    env = {**os.environ, "TPELASTIC_LOG_LEVEL": "WARNING"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.stdout.split() == ["0", "True", "True"], done.stderr[-2000:]

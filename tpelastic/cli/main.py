@@ -57,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``tpelastic`` command; ``argv`` None reads ``sys.argv`` (the command line itself)."""
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["run"]:  # ``run`` parses its own argv: script args pass untouched
+        if argv is None:
+            gc.disable()  # for the imports only: ``run.main`` turns it back on (see tpelastic.run)
         code = int(subcommand("run").main(given))
     else:
         code = _dispatch(given)

@@ -9,6 +9,7 @@ on stderr and exit code 2; see docs/launcher.md for the other exit codes.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -122,6 +123,7 @@ def _launch(ns: argparse.Namespace) -> int:
     from tpelastic.adapters.workers.api import WorkerStartError
     from tpelastic.adapters.workers.signals import SignalException
 
+    _resume_collection()
     try:
         result = run_agent(config, entrypoint, cmd_args)
     except (ConfigError, WorkerStartError) as error:
@@ -133,6 +135,17 @@ def _launch(ns: argparse.Namespace) -> int:
         print(f"{PROG}: interrupted by signal {int(stop.sigval)}", file=sys.stderr)
         return 128 + int(stop.sigval)
     return result.exit_code
+
+
+def _resume_collection() -> None:
+    """Turn the garbage collector back on if an entry point paused it for the imports.
+
+    What the imports created lives as long as the agent: frozen, later collections skip it.
+    The agent can run for days, so the collector must not stay off.
+    """
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def _setup_logging() -> None:
