@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 
@@ -146,3 +147,26 @@ def test_a_round_over_our_server_with_a_tensorplay_client_in_another_process() -
             other.kill()
             other.wait(10)
         host.store.close()
+
+
+def test_a_hosting_handler_leaves_no_threads_or_listener_behind() -> None:
+    """create_handler hosts our server, completes a one-node round, shuts down: the server's
+    thread and the keep-alive are gone and the port is free again."""
+    from tpelastic.rendezvous import create_handler
+
+    before = set(threading.enumerate())
+    port = _free_port()
+    params = RendezvousParameters(
+        "c10d", f"127.0.0.1:{port}", "tidy", 1, 1, read_timeout="2", last_call_timeout="0.1"
+    )
+    handler = create_handler(params)
+    info = handler.next_rendezvous()
+    assert (info.rank, info.world_size) == (0, 1)
+    assert handler.shutdown()
+    deadline = time.monotonic() + 10.0
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert set(threading.enumerate()) - before == set()
+    with socket.socket() as again:
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))  # nothing listens there any more
