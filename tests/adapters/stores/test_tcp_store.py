@@ -307,3 +307,98 @@ def test_the_store_command_serves_our_client_and_tensorplays() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def _server_process() -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tpelastic", "store", "--host", "127.0.0.1", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    ready = proc.stdout.readline()
+    assert ready.startswith("tpelastic store listening on"), ready
+    return proc, int(ready.rsplit(":", 1)[1])
+
+
+def test_a_killed_server_process_fails_a_waiting_client_at_once() -> None:
+    proc, port = _server_process()
+    client = connect("127.0.0.1", port, timeout=1.0)
+    outcome: list[object] = []
+    try:
+        client.set("k", b"v")
+        waiter = threading.Thread(target=_record, args=(outcome, client.wait_for, ["no"], 30.0))
+        waiter.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        proc.kill()
+        waiter.join(10.0)
+        assert not waiter.is_alive() and isinstance(outcome[0], StoreUnavailable)
+        assert time.monotonic() - started < 5.0  # the drop, then refused until the 1 s timeout
+    finally:
+        client.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def test_a_hung_server_process_is_no_answer_within_the_read_timeout() -> None:
+    proc, port = _server_process()
+    client = connect("127.0.0.1", port, timeout=0.5)
+    try:
+        client.set("k", b"v")
+        proc.send_signal(signal.SIGSTOP)  # alive, connected, silent
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="no answer in time"):
+            client.get("k")
+        with pytest.raises(StoreUnavailable, match="no answer in time"):
+            client.wait_for(["never"], 0.5)  # its own 0.5 s plus the read timeout
+        assert time.monotonic() - started < 5.0
+    finally:
+        client.close()
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait(10)
+
+
+def test_out_of_file_descriptors_the_server_pauses_instead_of_spinning() -> None:
+    """A server limited to 40 open files, with 60 clients connecting: it does not burn a core
+    while it cannot accept, and serves new clients once connections close."""
+    script = (
+        "import resource, sys, time\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))\n"
+        "from tpelastic.adapters.stores.tcp_server import StoreServer\n"
+        "server = StoreServer('127.0.0.1', 0).start()\n"
+        "print(server.port, flush=True)\n"
+        "sys.stdin.readline()\n"
+        "print(time.process_time(), flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    socks: list[socket.socket] = []
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        port = int(proc.stdout.readline())
+        for _ in range(60):  # the kernel completes them into the backlog either way
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=5.0))
+        time.sleep(1.0)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert float(proc.stdout.readline()) < 0.8  # not a spinning loop (startup included)
+        for sock in socks:
+            sock.close()
+        socks.clear()
+        client = connect("127.0.0.1", port, timeout=5.0)
+        try:
+            client.set("after", b"1")
+            assert client.get("after") == b"1"
+        finally:
+            client.close()
+    finally:
+        for sock in socks:
+            sock.close()
+        proc.kill()
+        proc.wait(10)

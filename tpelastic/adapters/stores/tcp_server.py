@@ -46,6 +46,7 @@ _RECV = 64 * 1024
 # result (O(N) bytes) goes to every member, which is most of the bytes this server sends.
 _BIG = 8192
 _SEND_BUFFERS = 256  # buffers handed to one sendmsg call (the OS limit is 1024)
+_ACCEPT_PAUSE = 0.1
 _U32 = struct.Struct("<I")
 
 
@@ -105,11 +106,20 @@ class StoreServer:
         self._wake_r.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._stopping = False
+        self._accept_resumes: float | None = None
         self._thread = threading.Thread(target=self._run, name=f"tpelastic-store-{self.port}")
         self._thread.daemon = True
 
     def start(self) -> StoreServer:
-        """Serve on the background thread; returns self."""
+        """Serve on the background thread; returns self.
+
+        Also raises this process's soft limit of open files to its hard limit: every agent
+        holds one or two connections, and the usual soft limit (1,024) would cap a job at a
+        few hundred nodes. When the limit is reached anyway, the server stops accepting for
+        0.1 s at a time and the clients wait in the backlog (their connect is bounded by their
+        read timeout).
+        """
+        raise_open_file_limit()
         self._thread.start()
         return self
 
@@ -142,16 +152,21 @@ class StoreServer:
                         self._drain_wake()
                     else:
                         self._service(selected.data, mask)
-                self._expire(time.monotonic())
+                now = time.monotonic()
+                self._expire(now)
+                if self._accept_resumes is not None and now >= self._accept_resumes:
+                    self._accept_resumes = None
+                    self._selector.register(self._listener, selectors.EVENT_READ, None)
         finally:
             self._close_all()
 
     def _next_timeout(self) -> float | None:
         while self._deadlines and self._deadlines[0][2].done:
             heapq.heappop(self._deadlines)  # answered already: drop the stale deadline
-        if not self._deadlines:
-            return None
-        return max(0.0, self._deadlines[0][0] - time.monotonic())
+        wake = [t for t in (self._accept_resumes,) if t is not None]
+        if self._deadlines:
+            wake.append(self._deadlines[0][0])
+        return max(0.0, min(wake) - time.monotonic()) if wake else None
 
     def _accept(self) -> None:
         while True:
@@ -160,7 +175,11 @@ class StoreServer:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
-                return  # e.g. out of file descriptors: the client's connect times out and retries
+                # Out of file descriptors: pending clients wait in the backlog. Stop listening
+                # for a moment instead of spinning on a listener that stays readable.
+                self._selector.unregister(self._listener)
+                self._accept_resumes = time.monotonic() + _ACCEPT_PAUSE
+                return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._selector.register(sock, selectors.EVENT_READ, _Conn(sock))
@@ -347,6 +366,18 @@ class StoreServer:
                     if not parked:
                         del self._waiters[key]
             self._answer(waiter, _ABSENT)
+
+
+def raise_open_file_limit() -> None:
+    """Raise the soft limit of open files to the hard limit (no-op where unsupported)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass  # a limit we may not raise: the server still works, up to it
 
 
 def _reply_value(conn: _Conn, status: bytes, value: bytes) -> None:
