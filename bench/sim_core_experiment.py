@@ -60,6 +60,12 @@ def _pending_after_batched(state: Any, raws: Any, now: float, config: Any) -> An
         if arrived is not None or gone is not None or previous is None:
             continue
         node = previous.participants[rank].node
+        if config.leased_liveness:  # an absent leased key is a dead node; nothing is timed
+            if beat is None:
+                dead.add(node)
+            else:
+                still.append(rank)
+            continue
         counter = reading.decode_counter(beat)
         old = seen.get(node)
         if old is None or old.counter != counter:
@@ -75,8 +81,14 @@ def _pending_after_batched(state: Any, raws: Any, now: float, config: Any) -> An
 
 
 def install(which: tuple[str, ...] = PROPOSALS) -> None:
-    """Patch the rendezvous core of this process with the chosen proposals."""
+    """Patch the rendezvous core of this process with the chosen proposals.
+
+    Raises:
+        RuntimeError: the core no longer has what a proposal replaces (it changed since this
+            experiment was written), so the measurement would silently measure nothing.
+    """
     if "liveness" in which:
+        _require(reading, "_pending_after")
         reading._pending_after = _pending_after_batched  # type: ignore[assignment]
     if "one-verdict" in which:
         wrappers: dict[object, Callable[..., Any]] = {}
@@ -87,19 +99,30 @@ def install(which: tuple[str, ...] = PROPOSALS) -> None:
             "read_collection",
             "read_result",
         ):
-            original = getattr(reading, name)
+            original = _require(reading, name)
             wrappers[original] = _memo_last(original)
             setattr(reading, name, wrappers[original])
-        for function in (*join.GUARDS.values(), *join.ACTIONS.values()):
-            _swap_cells(function, wrappers)
+        swapped = sum(
+            _swap_cells(f, wrappers) for f in (*join.GUARDS.values(), *join.ACTIONS.values())
+        )
+        if swapped == 0:
+            raise RuntimeError("no guard or action of the join table holds a reader any more")
     if "encode-once" in which:
-        join.encode_result = _memo_last(join.encode_result)  # type: ignore[assignment]
+        join.encode_result = _memo_last(_require(join, "encode_result"))  # type: ignore[assignment]
 
 
-def _swap_cells(function: object, wrappers: dict[object, Callable[..., Any]]) -> None:
-    """Guards and actions made by factories hold their reader in a closure cell."""
+def _require(module: types.ModuleType, name: str) -> Any:
+    if not hasattr(module, name):
+        raise RuntimeError(f"{module.__name__}.{name} is gone: update bench/sim_core_experiment.py")
+    return getattr(module, name)
+
+
+def _swap_cells(function: object, wrappers: dict[object, Callable[..., Any]]) -> int:
+    """Guards and actions made by factories hold their reader in a closure cell; returns how
+    many cells now hold a wrapper."""
     if not isinstance(function, types.FunctionType) or function.__closure__ is None:
-        return
+        return 0
+    swapped = 0
     for cell in function.__closure__:
         try:
             content = cell.cell_contents
@@ -107,3 +130,5 @@ def _swap_cells(function: object, wrappers: dict[object, Callable[..., Any]]) ->
             continue
         if isinstance(content, types.FunctionType) and content in wrappers:
             cell.cell_contents = wrappers[content]
+            swapped += 1
+    return swapped

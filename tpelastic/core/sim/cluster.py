@@ -20,7 +20,7 @@ from functools import lru_cache
 from attrs import define, field
 
 from tpelastic.core.rendezvous import membership
-from tpelastic.core.rendezvous.ops import Add, Get, Op, Reply
+from tpelastic.core.rendezvous.ops import Get, Op, Reply
 from tpelastic.core.rendezvous.records import RoundResult, decode_counter
 from tpelastic.core.sim.joining import MAX_STEPS_WITHOUT_WAITING, JoinDriver
 from tpelastic.core.sim.nodes import SimNode, SimRecord, Status
@@ -202,7 +202,9 @@ class Cluster(JoinDriver):
 
         ops = self._beat_ops.get(node.name)
         if ops is None:
-            ops = self._beat_ops[node.name] = (Add(self.keys.heartbeat(node.name), 1),)
+            ops = self._beat_ops[node.name] = membership.heartbeat_ops(
+                self.keys, node.name, self.config
+            )
         self._request(node, ops, landed, stale_ok=True)
 
     def _arm_fence(self, node: SimNode) -> None:

@@ -42,6 +42,13 @@ FRESH_RING = LivenessTracker()
 OnReply = Callable[[tuple[Reply, ...] | None], None]
 
 
+def _counted_liveness(_instance: object, _attribute: object, config: RendezvousConfig) -> None:
+    # The simulated store is a dict without leases: a leased heartbeat key would never expire,
+    # so a dead node would never look dead. Refuse rather than simulate something else.
+    if config.leased_liveness:
+        raise ValueError("the simulator models counted heartbeats only: use leased_liveness=False")
+
+
 @define
 class JoinDriver:
     """Runs each node's join machine against the simulated store, in virtual time.
@@ -57,7 +64,7 @@ class JoinDriver:
         detail: keep per-node log lines and records (turn off for very large runs).
     """
 
-    config: RendezvousConfig
+    config: RendezvousConfig = field(validator=_counted_liveness)
     keys: RunKeys = field(factory=lambda: RunKeys("sim"))
     sim_store: SimStore = field(factory=SimStore)
     nodes: dict[str, SimNode] = field(factory=dict)
