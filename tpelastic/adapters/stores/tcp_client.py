@@ -198,9 +198,11 @@ class TcpStoreClient:
     ) -> T:
         """Send one request and read its reply; one retry on a fresh connection when a pooled
         one turns out dead and the request may safely be repeated."""
-        deadline = time.monotonic() + self._timeout + wait
+        started = time.monotonic()
+        # Connecting is bounded by the read timeout alone; the answer may also take the wait.
+        connect_by, deadline = started + self._timeout, started + self._timeout + wait
         while True:
-            sock, fresh = self._take(deadline)
+            sock, fresh = self._take(connect_by)
             try:
                 sock.sendall(payload)
                 result = read(_Reader(sock, deadline))
