@@ -19,6 +19,10 @@ python bench/rendezvous_convergence.py --sizes 192,256,512 --impl tensorplay,tor
 # Ours over tensorplay's TCPStore (store_type=tensorplay), up to where its server aborts.
 python bench/rendezvous_convergence.py --sizes 2,8,32,64,128,192,256 --impl ours-tpstore \
   --timeout 120 --switch-interval $SI --settle-max 30 --no-plot --out bench/results/ours-tpstore
+# A second sample of the scenarios at 64 and 128.
+python bench/rendezvous_convergence.py --sizes 2 --impl ours --timeout 120 --switch-interval $SI \
+  --scenarios leave,crash,late --scenario-sizes 64,128 --settle-max 5 --keep-going --no-plot \
+  --out bench/results/scenarios-repeat
 # The switch interval's effect (bench/results/switch-interval/ was assembled from runs like
 # these, made one by one while the harness changed; see the notes in its results.json).
 for si in 0.005 0.05 0.2; do
