@@ -9,7 +9,6 @@ first. Subclasses only know how to start one worker and how to reap it.
 from __future__ import annotations
 
 import abc
-import functools
 import os
 import queue
 import select
@@ -185,8 +184,9 @@ class PContext(abc.ABC):
         If a worker fails to start, the ones already started are stopped and the error raised.
         """
         try:
-            for rank in range(self.nprocs):
-                self._workers[rank] = _LAUNCHER.run(functools.partial(self._start_one, rank))
+            # One hand-off to the launcher thread for all of them: each hand-off is a thread
+            # wake-up, several milliseconds between two workers' starts on a busy machine.
+            _LAUNCHER.run(self._start_all)
             # The workers first, so they do not wait for it: the watchdog's cover is for their
             # children, and a worker has none in the moment before the watchdog is up (the
             # worker itself already carries the parent-death signal).
@@ -200,6 +200,11 @@ class PContext(abc.ABC):
             self.close(death_sig=signal.SIGKILL, timeout=0)
             raise
         self._watcher.start()
+
+    def _start_all(self) -> None:
+        # Recorded one by one, so that a failure leaves the started ones for close() to stop.
+        for rank in range(self.nprocs):
+            self._workers[rank] = self._start_one(rank)
 
     @abc.abstractmethod
     def _start_one(self, local_rank: int) -> WorkerHandle:
