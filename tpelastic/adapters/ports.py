@@ -98,4 +98,25 @@ class MultiGetStore(Protocol):
         ...
 
 
-__all__ = ["KeyValueStore", "MultiGetStore"]
+@runtime_checkable
+class WaitAnyStore(Protocol):
+    """An optional capability of a KeyValueStore: a held wait for *any* of several keys.
+
+    A running agent blocks on it for the keys that announce a change to its round (closed,
+    next round opened, a node arrived) instead of looking every fraction of a second. Wrappers
+    (a rendezvous backend, a prefixed view) always have the method; ask
+    ``tpelastic.adapters.rendezvous.backends.supports_wait_any`` whether the store under them
+    really offers it.
+    """
+
+    def wait_any(self, keys: Sequence[str], timeout: float) -> bool:
+        """Block until at least one of ``keys`` exists (True) or ``timeout`` seconds pass (False).
+
+        ``timeout <= 0`` only checks; an empty ``keys`` is False at once. Blocks natively (no
+        polling sleeps) where the store can. Raises ``StoreUnavailable`` as the port's calls do,
+        also when the store is closed while waiting.
+        """
+        ...
+
+
+__all__ = ["KeyValueStore", "MultiGetStore", "WaitAnyStore"]

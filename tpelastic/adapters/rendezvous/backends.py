@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
-from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.ports import KeyValueStore, WaitAnyStore
 from tpelastic.adapters.stores.errors import StoreUnavailable
 from tpelastic.adapters.stores.prefixed import PrefixedStore
 
@@ -47,6 +47,14 @@ class LeasedStore(Protocol):
 def supports_leases(store: object) -> bool:
     """Whether ``store`` offers :class:`LeasedStore` (a backend answers for the store it wraps)."""
     return isinstance(store, LeasedStore)
+
+
+def supports_wait_any(store: object) -> bool:
+    """Whether ``store`` really offers :class:`~tpelastic.adapters.ports.WaitAnyStore`: wrappers
+    (backends, prefixed views) answer for the store they wrap."""
+    while isinstance(store, (StoreRendezvousBackend, PrefixedStore)):
+        store = store.store if isinstance(store, StoreRendezvousBackend) else store.inner
+    return isinstance(store, WaitAnyStore)
 
 
 class StoreRendezvousBackend:
@@ -106,6 +114,18 @@ class StoreRendezvousBackend:
         if inner is None:
             return [self.get(key) for key in keys]
         return self._again(lambda: list(inner(keys)))
+
+    def wait_any(self, keys: Sequence[str], timeout: float) -> bool:
+        """The wrapped store's ``wait_any`` (see :func:`supports_wait_any`).
+
+        Raises:
+            TypeError: the wrapped store does not offer it.
+            StoreUnavailable: as the store's call.
+        """
+        inner = getattr(self._store, "wait_any", None)
+        if inner is None:
+            raise TypeError(f"{self._store!r} cannot wait for any of several keys")
+        return bool(self._again(lambda: inner(keys, timeout)))
 
     def delete(self, key: str) -> None:
         self._again(lambda: self._store.delete(key))
@@ -172,4 +192,5 @@ __all__ = [
     "StoreRendezvousBackend",
     "TpRendezvousBackend",
     "supports_leases",
+    "supports_wait_any",
 ]

@@ -68,6 +68,19 @@ class PrefixedStore:
         self._check_open()  # also when ``keys`` is empty
         return self._inner.wait_for([self._key(k) for k in keys], timeout)
 
+    def wait_any(self, keys: Sequence[str], timeout: float) -> bool:
+        """``wait_any`` of the inner store (the ``WaitAnyStore`` capability) on prefixed keys.
+
+        Raises:
+            TypeError: the inner store does not offer ``wait_any``.
+            StoreUnavailable: as the inner store's call, or this view is closed.
+        """
+        self._check_open()
+        inner = getattr(self._inner, "wait_any", None)
+        if inner is None:
+            raise TypeError(f"{self._inner!r} cannot wait for any of several keys")
+        return bool(inner([self._key(k) for k in keys], timeout))
+
     def delete(self, key: str) -> None:
         self._inner.delete(self._key(key))
 

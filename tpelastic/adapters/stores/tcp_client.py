@@ -2,10 +2,11 @@
 
 It keeps its connections open (a small pool: one per call in flight, so a heartbeat thread is
 never stuck behind a waiting thread) and blocks on the server: ``wait_for`` is one WAIT request
-that our server (:mod:`tcp_server`) answers when the keys exist, and ``multi_get`` reads many
-keys in one round trip. Against tensorplay's own server, which has neither, it falls back to
-CHECK requests on its open connection with a growing pause (1 ms doubling to 50 ms); that is
-still polling, but without a new connection per look.
+that our server (:mod:`tcp_server`) answers when the keys exist, ``wait_any`` one WAIT_ANY
+answered when any of them does, and ``multi_get`` reads many keys in one round trip. Against
+tensorplay's own server, which has none of these, it falls back to CHECK requests on its open
+connection with a growing pause (1 ms doubling to 50 ms); that is still polling, but without
+a new connection per look.
 
 Values are stored as tensorplay clients of our adapter store them (:mod:`escaping`), so a
 ``TensorplayStore`` and a ``TcpStoreClient`` on one server read each other's values. Nothing
@@ -280,26 +281,57 @@ class TcpStoreClient:
 
     def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
         wanted = list(keys)
-        seconds = float(timeout)
-        seconds = min(seconds, 1e9) if seconds > 0 else 0.0  # NaN and <= 0: only check
+        if not wanted:
+            self._check_open()
+            return True
+        return self._held(wire.WAIT, "wait_for", wanted, timeout, self._check)
+
+    def wait_any(self, keys: Sequence[str], timeout: float) -> bool:
+        """Block until at least one of ``keys`` exists (True) or ``timeout`` seconds pass (False).
+
+        Not part of the KeyValueStore port: the optional ``WaitAnyStore`` capability. On our
+        server it is one WAIT_ANY request held there (a write of any listed key answers it at
+        once); on tensorplay's server it polls like ``wait_for`` does. ``timeout <= 0`` only
+        checks; no keys: False at once.
+
+        Raises:
+            StoreUnavailable: the server went away (or the client was closed) while waiting.
+        """
+        wanted = list(keys)
+        if not wanted:
+            self._check_open()
+            return False
+        return self._held(wire.WAIT_ANY, "wait_any", wanted, timeout, self._check_any)
+
+    def _check_open(self) -> None:
         if self._closed:
             raise StoreUnavailable(f"{self._where}: used after close")
-        if not wanted:
-            return True
+
+    def _held(
+        self,
+        op: int,
+        what: str,
+        wanted: list[str],
+        timeout: float,
+        check: Callable[[list[str]], bool],
+    ) -> bool:
+        """One held request (WAIT or WAIT_ANY) in slices up to ``timeout``; ``check`` is one look
+        (tensorplay's server, and the last look of a zero timeout)."""
+        seconds = float(timeout)
+        seconds = min(seconds, 1e9) if seconds > 0 else 0.0  # NaN and <= 0: only check
+        self._check_open()
         deadline = time.monotonic() + seconds
         while True:
             left = max(0.0, deadline - time.monotonic())
             if self._plain:
-                return self._poll(wanted, deadline)
+                return self._poll(wanted, deadline, check)
             if left <= 0:
-                return self._check(wanted)
+                return check(wanted)
             slice_ = min(left, _WAIT_SLICE)
-            payload = wire.request(
-                wire.WAIT, wire.pack_keys(wanted), wire.int64(math.ceil(slice_ * 1000))
-            )
+            payload = wire.request(op, wire.pack_keys(wanted), wire.int64(math.ceil(slice_ * 1000)))
             try:
                 present = self._exchange(
-                    f"wait_for {wanted!r}", payload, _present, idempotent=True, wait=slice_
+                    f"{what} {wanted!r}", payload, _present, idempotent=True, wait=slice_
                 )
             except _PeerClosed as error:
                 self._learn_plain(error)
@@ -365,10 +397,13 @@ class TcpStoreClient:
         payload = wire.request(wire.CHECK, b"", wire.pack_keys(keys))
         return self._call(f"wait_for {keys!r}", payload, _present)
 
-    def _poll(self, keys: list[str], deadline: float) -> bool:
+    def _check_any(self, keys: list[str]) -> bool:
+        return any(self._check([key]) for key in keys)
+
+    def _poll(self, keys: list[str], deadline: float, check: Callable[[list[str]], bool]) -> bool:
         pause = _POLL_FIRST
         while True:
-            if self._check(keys):
+            if check(keys):
                 return True
             left = deadline - time.monotonic()
             if left <= 0:

@@ -2,9 +2,10 @@
 
 tensorplay's own client implements a blocking wait by polling with a new connection every
 ≈12 ms, so a few hundred waiting agents overwhelm its server (docs/benchmarks.md). This server
-speaks the same requests (any tensorplay TCPStore client can use it) and adds WAIT and MULTI_GET
-(:mod:`wire`): a WAIT is parked on the server and answered when its last missing key is
-written, waking only the waiters of that key, and a connection serves any number of requests.
+speaks the same requests (any tensorplay TCPStore client can use it) and adds WAIT, WAIT_ANY and
+MULTI_GET (:mod:`wire`): a WAIT is parked on the server and answered when its last missing key
+is written (a WAIT_ANY when its first one is), waking only the waiters of that key, and a
+connection serves any number of requests.
 
 One thread runs a ``selectors`` loop over every connection; nothing blocks inside it. A
 connection that sends bytes we cannot parse is closed (as tensorplay's server does), and the
@@ -37,6 +38,7 @@ _FIELDS = {
     wire.NUM_KEYS: 0,
     wire.WAIT: 2,
     wire.MULTI_GET: 1,
+    wire.WAIT_ANY: 2,
 }
 _PRESENT = bytes([wire.OK, 0])
 _ABSENT = bytes([wire.OK, 1])
@@ -70,14 +72,16 @@ class _Conn:
 
 
 class _Waiter:
-    """A parked WAIT: the keys still missing; answered once, by a write or by its deadline."""
+    """A parked WAIT (or WAIT_ANY, ``any_``): the keys still missing; answered once, by a
+    write (the last missing key's, or for WAIT_ANY the first one's) or by its deadline."""
 
-    __slots__ = ("conn", "missing", "done")
+    __slots__ = ("conn", "missing", "done", "any_")
 
-    def __init__(self, conn: _Conn, missing: set[bytes]) -> None:
+    def __init__(self, conn: _Conn, missing: set[bytes], any_: bool = False) -> None:
         self.conn = conn
         self.missing = missing
         self.done = False
+        self.any_ = any_
 
 
 class StoreServer:
@@ -305,6 +309,9 @@ class StoreServer:
             out += b"\0" + wire.field(wire.int64(len(data)))
         elif op == wire.WAIT:
             self._park(conn, wire.unpack_keys(fields[0]), wire.decode_int64(fields[1]))
+        elif op == wire.WAIT_ANY:
+            keys = wire.unpack_keys(fields[0])
+            self._park(conn, keys, wire.decode_int64(fields[1]), any_=True)
         else:  # MULTI_GET (_parse lets no other opcode through)
             out.append(wire.OK)
             for key in wire.unpack_keys(fields[0]):
@@ -326,19 +333,26 @@ class StoreServer:
         if not waiters:
             return
         for waiter in waiters:
+            if waiter.done:
+                continue
             waiter.missing.discard(key)
-            if not waiter.missing and not waiter.done:
+            if waiter.any_:
+                # Answered: its other keys' lists must not keep it (they may never be written).
+                self._unpark(waiter)
+                self._answer(waiter, _PRESENT)
+            elif not waiter.missing:
                 self._answer(waiter, _PRESENT)
 
-    def _park(self, conn: _Conn, keys: list[bytes], timeout_ms: int) -> None:
+    def _park(self, conn: _Conn, keys: list[bytes], timeout_ms: int, any_: bool = False) -> None:
         missing = {k for k in keys if k not in self._data}
-        if not missing:
+        present = len(missing) < len(set(keys)) if any_ else not missing
+        if present:
             conn.outbox += _PRESENT
             return
-        if timeout_ms <= 0:
+        if timeout_ms <= 0 or not missing:  # not missing here: WAIT_ANY of no keys
             conn.outbox += _ABSENT
             return
-        waiter = _Waiter(conn, missing)
+        waiter = _Waiter(conn, missing, any_)
         conn.waiting = waiter
         for key in missing:
             self._waiters.setdefault(key, []).append(waiter)
@@ -359,13 +373,17 @@ class StoreServer:
             _, _, waiter = heapq.heappop(self._deadlines)
             if waiter.done:
                 continue
-            for key in waiter.missing:
-                parked = self._waiters.get(key)
-                if parked is not None:
-                    parked[:] = [w for w in parked if w is not waiter]
-                    if not parked:
-                        del self._waiters[key]
+            self._unpark(waiter)
             self._answer(waiter, _ABSENT)
+
+    def _unpark(self, waiter: _Waiter) -> None:
+        """Take ``waiter`` off the lists of the keys it still waits for."""
+        for key in waiter.missing:
+            parked = self._waiters.get(key)
+            if parked is not None:
+                parked[:] = [w for w in parked if w is not waiter]
+                if not parked:
+                    del self._waiters[key]
 
 
 def raise_open_file_limit() -> None:

@@ -1,4 +1,4 @@
-"""The TCPStore wire format: tensorplay's, as measured on the wire, plus two requests of ours.
+"""The TCPStore wire format: tensorplay's, as measured on the wire, plus three requests of ours.
 
 Measured with a logging proxy between tensorplay 1.0's TCPStore client and server (see
 docs/stores.md). A request is one opcode byte followed by fields; a field is a little-endian
@@ -19,10 +19,12 @@ CHECK       6     (ignored), packed keys        0, 0 (all present) | 1
 NUM_KEYS    7     -                             0, count (int64 LE)
 WAIT        64    packed keys, timeout ms i64   0, 0 (all present) | 1 (timed out)   *ours*
 MULTI_GET   65    packed keys                   0, then per key: 1, value | 0         *ours*
+WAIT_ANY    66    packed keys, timeout ms i64   0, 0 (one present) | 1 (timed out)    *ours*
 ==========  ====  ============================  ==============================================
 
 "Packed keys" is one field whose bytes are themselves fields, one per key. CAS creates an absent
-key only when ``expected`` is ``b""``. WAIT and MULTI_GET exist only on our server
+key only when ``expected`` is ``b""``. WAIT answers once every listed key exists, WAIT_ANY
+once any one does (an empty list never does). WAIT, MULTI_GET and WAIT_ANY exist only on our server
 (:mod:`tcp_server`); tensorplay's server closes the connection on them, which is how our client
 (:mod:`tcp_client`) tells the two apart.
 """
@@ -35,6 +37,7 @@ from collections.abc import Sequence
 SET, GET, ADD, HAS, CAS, DELETE, CHECK, NUM_KEYS = range(8)
 WAIT = 64
 MULTI_GET = 65
+WAIT_ANY = 66
 OK = 0
 MISSING = 1
 
@@ -55,7 +58,7 @@ def field(data: bytes) -> bytes:
 
 
 def pack_keys(keys: Sequence[str]) -> bytes:
-    """The contents of the packed-keys field of CHECK, WAIT and MULTI_GET."""
+    """The contents of the packed-keys field of CHECK, WAIT, WAIT_ANY and MULTI_GET."""
     return b"".join(field(key.encode("utf-8")) for key in keys)
 
 
@@ -142,6 +145,7 @@ __all__ = [
     "OK",
     "SET",
     "WAIT",
+    "WAIT_ANY",
     "WireError",
     "counter_value",
     "decode_int64",
