@@ -9,7 +9,9 @@ one-shot membership writes (leave, report a dead peer, open the next round, clos
 An agent calls :meth:`~DynamicRendezvousHandler.next_rendezvous`, starts its workers, then calls
 :meth:`~DynamicRendezvousHandler.watch` once in a while (every heartbeat interval or so): when it
 reports ``next_opened`` the world is over and the agent stops its workers and rejoins; when it
-reports waiting nodes, the agent may open the next round to admit them.
+reports waiting nodes, the agent may open the next round to admit them. Where the store holds a
+wait for any of several keys (``WaitAnyStore``: our TCPStore), the agent also blocks in
+:meth:`~DynamicRendezvousHandler.wait_for_change` on a thread and looks the moment it returns.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ from contextlib import contextmanager
 from attrs import evolve, field, frozen
 
 from tpelastic.adapters.ports import KeyValueStore
-from tpelastic.adapters.rendezvous.backends import StoreRendezvousBackend, supports_leases
+from tpelastic.adapters.rendezvous.backends import (
+    StoreRendezvousBackend,
+    supports_leases,
+    supports_wait_any,
+)
 from tpelastic.adapters.rendezvous.driver import KeepAlive, execute_ops, run_join
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousError,
@@ -42,7 +48,7 @@ from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LivenessTracker, judge
 from tpelastic.core.rendezvous.membership import RoundWatch
-from tpelastic.core.rendezvous.ops import JoinSucceeded
+from tpelastic.core.rendezvous.ops import Get, JoinSucceeded
 from tpelastic.core.rendezvous.records import (
     RoundResult,
     StateCorrupt,
@@ -131,6 +137,10 @@ class DynamicRendezvousHandler(RendezvousHandler):
         self._liveness = LivenessTracker()
         self._closed = False
         self._shut_down: bool | None = None  # None: running; else shutdown()'s answer
+        self._wait_any = supports_wait_any(store)
+        # The round whose arrival counter a look has seen present: wait_for_change leaves that
+        # key out (it stays present, so waiting on it would return at once, again and again).
+        self._arrivals_seen: int | None = None
 
     @classmethod
     def from_parameters(
@@ -299,6 +309,8 @@ class DynamicRendezvousHandler(RendezvousHandler):
         with self._errors("watching the next round"):
             ops = membership.watch_ops(self._keys, result.round_no)
             seen = membership.read_watch(execute_ops(self._store, ops))
+            if seen.waiting > 0:
+                self._arrivals_seen = result.round_no + 1
             if seen.closed is not None:
                 self._closed = True
             elif seen.next_opened is None:
@@ -314,6 +326,38 @@ class DynamicRendezvousHandler(RendezvousHandler):
                     assert isinstance(opened, bytes)
                     seen = evolve(seen, next_opened=decode_reason(opened))
         return seen
+
+    def can_wait_for_change(self) -> bool:
+        """Whether :meth:`wait_for_change` really blocks: the store holds a wait for any of
+        several keys (``WaitAnyStore``, e.g. our TCPStore). Otherwise it returns False at once
+        and the agent keeps looking periodically."""
+        return self._wait_any
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block until something a :meth:`watch` reports may have changed, or ``timeout`` s pass.
+
+        One held store wait for any of the keys :meth:`watch` reads: the rendezvous closed,
+        the next round opened, or (until a look has seen one) a node arrived at it. It decides
+        nothing: True means "look now"; the look and the core decide what it means. It does not
+        see a silent (dead) successor: only a look's heartbeat check does.
+
+        Returns:
+            True when one of the keys exists; False at the timeout, and at once when the store
+            cannot hold such a wait, before the first round, or after :meth:`shutdown`.
+
+        Raises:
+            RendezvousConnectionError: the store could not be reached (or was closed by
+                :meth:`shutdown` while waiting).
+        """
+        joined = self._joined
+        if not self._wait_any or joined is None or self._shut_down is not None:
+            return False
+        round_no = joined.result.round_no
+        keys = [op.key for op in membership.watch_ops(self._keys, round_no) if isinstance(op, Get)]
+        if self._arrivals_seen == round_no + 1:
+            keys.remove(self._keys.arrivals(round_no + 1))
+        with self._errors("waiting for a change to the next round"):
+            return bool(self._store.wait_any(keys, timeout))  # type: ignore[attr-defined]
 
     def open_next_round(self, reason: str) -> None:
         """End the current world so every member rejoins (``scale_up``, ``failure``, ...).
