@@ -10,13 +10,9 @@ load average before and after.
 
     python bench/sim_scale.py                                  # 1000,2000,5000,10000 x 0,100
     python bench/sim_scale.py --sizes 1000,2000 --failures 10
-    python bench/sim_scale.py --proposed-core                  # with bench/sim_core_experiment
 
 Runs pause Python's cyclic garbage collector (``tpelastic.adapters.sim.collector``); ``--gc``
-keeps it running, to measure what it costs. ``--proposed-core`` installs, in the measured
-process only, three changes proposed for tpelastic/core/rendezvous/ (see
-bench/sim_core_experiment.py and docs/benchmarks-sim.md); the shipped core is not changed.
-``--json FILE`` appends one JSON object per run.
+keeps it running, to measure what it costs. ``--json FILE`` appends one JSON object per run.
 """
 
 from __future__ import annotations
@@ -82,11 +78,6 @@ def run(n: int, failures: int, latency: float) -> dict[str, float]:
 
 
 def child(args: argparse.Namespace) -> None:
-    if args.proposed_core:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import sim_core_experiment
-
-        sim_core_experiment.install()
     if args.gc:
         row = run(args.one, args.failures_one, args.latency)
     else:
@@ -101,9 +92,7 @@ def load() -> str:
 
 def measure(n: int, failures: int, args: argparse.Namespace) -> dict[str, float]:
     command = [sys.executable, __file__, "--one", str(n), "--failures-one", str(failures)]
-    command += ["--latency", str(args.latency)] + (
-        ["--proposed-core"] if args.proposed_core else []
-    )
+    command += ["--latency", str(args.latency)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     if done.returncode != 0:
         raise RuntimeError(f"N={n} F={failures} failed:\n{done.stderr[-2000:]}")
@@ -116,7 +105,6 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,2000,5000,10000")
     parser.add_argument("--failures", default="0,100", help="comma-separated failure counts")
     parser.add_argument("--latency", type=float, default=0.001)
-    parser.add_argument("--proposed-core", action="store_true")
     parser.add_argument("--gc", action="store_true", help="keep the garbage collector running")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
     parser.add_argument("--json", help="append one JSON object per run to this file")
@@ -126,9 +114,8 @@ def main() -> None:
     if args.one is not None:
         child(args)
         return
-    core = "with the proposed core changes" if args.proposed_core else "core as shipped"
     collector = "collector on" if args.gc else "collector paused"
-    print(f"latency {args.latency}s; {core}; {collector}; load average before: {load()}")
+    print(f"latency {args.latency}s; {collector}; load average before: {load()}")
     print(
         f"{'nodes':>6} {'fails':>5} {'wall s':>8} {'cpu s':>8} {'first s':>8} {'virt rec':>8} "
         f"{'store ops':>11} {'actions':>10} {'peak MB':>8} {'growth':>6}"
@@ -137,7 +124,7 @@ def main() -> None:
         previous = None
         for n in (int(s) for s in args.sizes.split(",")):
             row = measure(n, failures, args)
-            row["proposed_core"], row["gc"] = args.proposed_core, args.gc
+            row["gc"] = args.gc
             growth = ""
             if previous is not None:
                 ratio = math.log(row["cpu"] / previous["cpu"]) / math.log(n / previous["n"])

@@ -20,6 +20,7 @@ the table does not know which node it runs on.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import wraps
 
 from attrs import evolve
 
@@ -53,7 +54,7 @@ from tpelastic.core.rendezvous.state import (
     JoinRequested,
     JoinState,
 )
-from tpelastic.core.table import Row, Step, build_table
+from tpelastic.core.table import Action, Guard, Row, Step, build_table
 from tpelastic.core.values import Emit
 
 P = JoinPhase
@@ -61,13 +62,37 @@ Effects = tuple[object, ...]
 Result = tuple[JoinState, Effects]
 
 
+# --- readers: each reads a step's replies once -------------------------------------------------
+
+Reader = Callable[[JoinState, OpsDone, RendezvousConfig], reading.Verdict]
+
+
+def _without_config(reader: Callable[[JoinState, OpsDone], reading.Verdict]) -> Reader:
+    @wraps(reader)
+    def read(state: JoinState, event: OpsDone, config: RendezvousConfig) -> reading.Verdict:
+        return reader(state, event)
+
+    return read
+
+
+# The guards of one (phase, event) group and the action of the row chosen all ask the same reader
+# about the same replies; the table evaluates every guard of the group. Each reader therefore
+# remembers its last verdict (keyed by the identity of the step's immutable state, event and
+# config), so a step reads its replies once (a closer's reading is O(previous world)).
+_location = reading.once_per_step(_without_config(reading.read_location))
+_probe_verdict = reading.once_per_step(_without_config(reading.read_probe))
+_resume_verdict = reading.once_per_step(_without_config(resuming.read_resume))
+_status = reading.once_per_step(reading.read_status)
+_collection = reading.once_per_step(reading.read_collection)
+_result_verdict = reading.once_per_step(_without_config(reading.read_result))
+
+
 # --- guards: one line of prose each ------------------------------------------------------------
 
 
-def _verdict_is(reader: Callable[..., reading.Verdict], kind: str, with_config: bool = False):  # type: ignore[no-untyped-def]
+def _verdict_is(reader: Reader, kind: str) -> Guard:
     def guard(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
-        verdict = reader(state, event, config) if with_config else reader(state, event)
-        return verdict.kind == kind
+        return reader(state, event, config).kind == kind
 
     guard.__doc__ = f"the replies read as {kind!r}"
     return guard
@@ -90,7 +115,7 @@ def _retrying(state: JoinState, event: JoinRequested, config: RendezvousConfig) 
 
 def _probe_finds_member(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
     """The forming round is found, and this node, which may resume, is in the round before."""
-    verdict = reading.read_probe(state, event)
+    verdict = _probe_verdict(state, event, config)
     return verdict.kind == "open" and resuming.finds_member(state, verdict.previous)
 
 
@@ -99,8 +124,11 @@ def _closer_slot(state: JoinState, event: OpsDone, config: RendezvousConfig) -> 
     return state.is_closer
 
 
+@reading.once_per_step
 def _won_publish(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
     """The stored result is exactly the one this node offered."""
+    # Remembered per step like the readers: five guards and an action ask, and encoding the
+    # draft is O(world size).
     return state.draft is not None and event.replies[0] == encode_result(state.draft)
 
 
@@ -109,48 +137,48 @@ def _in_draft(state: JoinState, event: OpsDone, config: RendezvousConfig) -> boo
     return state.draft is not None and state.draft.rank_of(state.node.node) is not None
 
 
-def _lost(kind: str):  # type: ignore[no-untyped-def]
+def _lost(kind: str) -> Guard:
     def guard(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
         return (
             not _won_publish(state, event, config)
-            and reading.read_result(state, event).kind == kind
+            and _result_verdict(state, event, config).kind == kind
         )
 
     guard.__doc__ = f"another closer's result landed first and reads as {kind!r}"
     return guard
 
 
-GUARDS = {
-    "location_closed": _verdict_is(reading.read_location, "closed"),
-    "location_corrupt": _verdict_is(reading.read_location, "corrupt"),
-    "probe_taken": _verdict_is(reading.read_probe, "taken"),
-    "probe_closed": _verdict_is(reading.read_probe, "closed"),
-    "probe_corrupt": _verdict_is(reading.read_probe, "corrupt"),
+GUARDS: dict[str, Guard] = {
+    "location_closed": _verdict_is(_location, "closed"),
+    "location_corrupt": _verdict_is(_location, "corrupt"),
+    "probe_taken": _verdict_is(_probe_verdict, "taken"),
+    "probe_closed": _verdict_is(_probe_verdict, "closed"),
+    "probe_corrupt": _verdict_is(_probe_verdict, "corrupt"),
     "closer_slot": _closer_slot,
     "retrying": _retrying,
     "probe_finds_member": _probe_finds_member,
-    "resume_closed": _verdict_is(resuming.read_resume, "closed"),
-    "resume_corrupt": _verdict_is(resuming.read_resume, "corrupt"),
-    "still_member": _verdict_is(resuming.read_resume, "member"),
-    "slot_held": _verdict_is(resuming.read_resume, "slot"),
-    "may_close": _verdict_is(reading.read_status, "close", with_config=True),
-    "result_exists": _verdict_is(reading.read_status, "decided", with_config=True),
-    "status_closed": _verdict_is(reading.read_status, "closed", with_config=True),
-    "status_corrupt": _verdict_is(reading.read_status, "corrupt", with_config=True),
-    "join_window_over": _verdict_is(reading.read_status, "timeout", with_config=True),
-    "slots_unwritten": _verdict_is(reading.read_collection, "unwritten", with_config=True),
-    "collection_corrupt": _verdict_is(reading.read_collection, "corrupt", with_config=True),
-    "collection_timed_out": _verdict_is(reading.read_collection, "timeout", with_config=True),
+    "resume_closed": _verdict_is(_resume_verdict, "closed"),
+    "resume_corrupt": _verdict_is(_resume_verdict, "corrupt"),
+    "still_member": _verdict_is(_resume_verdict, "member"),
+    "slot_held": _verdict_is(_resume_verdict, "slot"),
+    "may_close": _verdict_is(_status, "close"),
+    "result_exists": _verdict_is(_status, "decided"),
+    "status_closed": _verdict_is(_status, "closed"),
+    "status_corrupt": _verdict_is(_status, "corrupt"),
+    "join_window_over": _verdict_is(_status, "timeout"),
+    "slots_unwritten": _verdict_is(_collection, "unwritten"),
+    "collection_corrupt": _verdict_is(_collection, "corrupt"),
+    "collection_timed_out": _verdict_is(_collection, "timeout"),
     "won_publish": _won_publish,
     "in_draft": _in_draft,
     "lost_to_mine": _lost("mine"),
     "lost_to_not_mine": _lost("not_mine"),
     "lost_to_closed": _lost("closed"),
     "lost_to_corrupt": _lost("corrupt"),
-    "result_mine": _verdict_is(reading.read_result, "mine"),
-    "result_not_mine": _verdict_is(reading.read_result, "not_mine"),
-    "result_closed": _verdict_is(reading.read_result, "closed"),
-    "result_corrupt": _verdict_is(reading.read_result, "corrupt"),
+    "result_mine": _verdict_is(_result_verdict, "mine"),
+    "result_not_mine": _verdict_is(_result_verdict, "not_mine"),
+    "result_closed": _verdict_is(_result_verdict, "closed"),
+    "result_corrupt": _verdict_is(_result_verdict, "corrupt"),
     "keys_present": _wait_present,
     "deadline_passed": _deadline_passed,
 }
@@ -192,7 +220,7 @@ def _recheck_previous(state: JoinState, event: OpsDone, config: RendezvousConfig
 
 
 def _resume(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    result = resuming.read_resume(state, event).result
+    result = _resume_verdict(state, event, config).result
     assert result is not None
     rank = result.rank_of(state.node.node)
     assert rank is not None
@@ -202,7 +230,7 @@ def _resume(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Resul
 
 
 def _reclaim(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    verdict = resuming.read_resume(state, event)
+    verdict = _resume_verdict(state, event, config)
     slot = state.arrived_slot
     assert slot is not None
     new, _ = _arrive_at(evolve(state, may_resume=False), verdict.round_no, verdict.previous)
@@ -210,13 +238,13 @@ def _reclaim(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Resu
 
 
 def _relocate(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    new = resuming.read_resume(state, event).state
+    new = _resume_verdict(state, event, config).state
     assert new is not None
     return new, _locate_ops(new)
 
 
 def _probe(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    verdict = reading.read_location(state, event)
+    verdict = _location(state, event, config)
     return _probe_round(state, verdict.round_no)
 
 
@@ -225,11 +253,11 @@ def _probe_round(state: JoinState, round_no: int) -> Result:
 
 
 def _probe_next(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    return _probe_round(state, reading.read_probe(state, event).round_no)
+    return _probe_round(state, _probe_verdict(state, event, config).round_no)
 
 
 def _arrive(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    verdict = reading.read_probe(state, event)
+    verdict = _probe_verdict(state, event, config)
     return _arrive_at(state, verdict.round_no, verdict.previous)
 
 
@@ -282,7 +310,7 @@ def _gather(state: JoinState, event: object, config: RendezvousConfig) -> Result
 
 
 def _wait(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    verdict = reading.read_status(state, event, config)
+    verdict = _status(state, event, config)
     new = verdict.state or state
     return new, (*_dead_notes(state, new), StoreWait(verdict.wait_keys, verdict.wait_until))
 
@@ -296,17 +324,17 @@ def _dead_notes(old: JoinState, new: JoinState) -> Effects:
 
 
 def _collect(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    new = reading.read_status(state, event, config).state or state
+    new = _status(state, event, config).state or state
     return new, (*_dead_notes(state, new), StoreOps(reading.collect_ops(new)))
 
 
 def _await_slots(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    keys = reading.read_collection(state, event, config).wait_keys
+    keys = _collection(state, event, config).wait_keys
     return state, (StoreWait(keys, min(state.deadline, event.now + config.heartbeat_interval)),)
 
 
 def _publish(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    draft = reading.read_collection(state, event, config).result
+    draft = _collection(state, event, config).result
     assert draft is not None
     key = state.keys.result(state.round_no)
     return evolve(state, draft=draft), (StoreOps((SetIfAbsent(key, encode_result(draft)),)),)
@@ -322,7 +350,7 @@ def _read_result(state: JoinState, event: object, config: RendezvousConfig) -> R
 
 def _complete(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
     result = state.draft if _won_publish(state, event, config) else None
-    result = result or reading.read_result(state, event).result
+    result = result or _result_verdict(state, event, config).result
     assert result is not None
     rank = result.rank_of(state.node.node)
     assert rank is not None
@@ -343,13 +371,13 @@ def _move_on_from_draft(state: JoinState, event: OpsDone, config: RendezvousConf
 
 
 def _move_on(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    result = reading.read_result(state, event).result
+    result = _result_verdict(state, event, config).result
     return _arrive_at(evolve(state, reason="waiting"), state.round_no + 1, result)
 
 
-def _fail(kind: str, reader: Callable[..., reading.Verdict], with_config: bool = False):  # type: ignore[no-untyped-def]
+def _fail(kind: str, reader: Reader) -> Action:
     def action(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-        verdict = reader(state, event, config) if with_config else reader(state, event)
+        verdict = reader(state, event, config)
         reason = verdict.detail or kind
         return evolve(state, failure=reason), (JoinFailed(kind=kind, reason=reason),)
 
@@ -361,15 +389,15 @@ def _time_out(state: JoinState, event: WaitEnded, config: RendezvousConfig) -> R
     return evolve(state, failure=reason), (JoinFailed(kind="timeout", reason=reason),)
 
 
-ACTIONS = {
+ACTIONS: dict[str, Action] = {
     "locate": _locate,
     "recheck": _recheck,
     "recheck_previous": _recheck_previous,
     "resume": _resume,
     "reclaim": _reclaim,
     "relocate": _relocate,
-    "fail_closed_resume": _fail("closed", resuming.read_resume),
-    "fail_corrupt_resume": _fail("corrupt", resuming.read_resume),
+    "fail_closed_resume": _fail("closed", _resume_verdict),
+    "fail_corrupt_resume": _fail("corrupt", _resume_verdict),
     "probe": _probe,
     "probe_next": _probe_next,
     "arrive": _arrive,
@@ -386,17 +414,17 @@ ACTIONS = {
     "complete_as_closer": _complete_as_closer,
     "move_on_from_draft": _move_on_from_draft,
     "move_on": _move_on,
-    "fail_closed_location": _fail("closed", reading.read_location),
-    "fail_corrupt_location": _fail("corrupt", reading.read_location),
-    "fail_closed_probe": _fail("closed", reading.read_probe),
-    "fail_corrupt_probe": _fail("corrupt", reading.read_probe),
-    "fail_closed_status": _fail("closed", reading.read_status, with_config=True),
-    "fail_corrupt_status": _fail("corrupt", reading.read_status, with_config=True),
-    "fail_timeout_status": _fail("timeout", reading.read_status, with_config=True),
-    "fail_corrupt_collection": _fail("corrupt", reading.read_collection, with_config=True),
-    "fail_timeout_collection": _fail("timeout", reading.read_collection, with_config=True),
-    "fail_closed_result": _fail("closed", reading.read_result),
-    "fail_corrupt_result": _fail("corrupt", reading.read_result),
+    "fail_closed_location": _fail("closed", _location),
+    "fail_corrupt_location": _fail("corrupt", _location),
+    "fail_closed_probe": _fail("closed", _probe_verdict),
+    "fail_corrupt_probe": _fail("corrupt", _probe_verdict),
+    "fail_closed_status": _fail("closed", _status),
+    "fail_corrupt_status": _fail("corrupt", _status),
+    "fail_timeout_status": _fail("timeout", _status),
+    "fail_corrupt_collection": _fail("corrupt", _collection),
+    "fail_timeout_collection": _fail("timeout", _collection),
+    "fail_closed_result": _fail("closed", _result_verdict),
+    "fail_corrupt_result": _fail("corrupt", _result_verdict),
     "time_out": _time_out,
 }
 

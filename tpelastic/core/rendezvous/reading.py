@@ -6,12 +6,14 @@ instead of an exception, so the machine fails cleanly with a reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import TypeVar
 
 from attrs import evolve, frozen
 
 from tpelastic.core.rendezvous.config import RendezvousConfig
-from tpelastic.core.rendezvous.liveness import LivenessTracker, judge
+from tpelastic.core.rendezvous.liveness import LivenessTracker, judge_many
 from tpelastic.core.rendezvous.ops import Get, Op, OpsDone, Reply
 from tpelastic.core.rendezvous.ranks import assign_ranks, choose_participants
 from tpelastic.core.rendezvous.records import (
@@ -40,6 +42,36 @@ class Verdict:
     state: JoinState | None = None
     wait_keys: tuple[str, ...] = ()
     wait_until: Instant = 0.0
+
+
+A = TypeVar("A")
+B = TypeVar("B")
+C = TypeVar("C")
+T = TypeVar("T")
+
+
+def once_per_step(reader: Callable[[A, B, C], T]) -> Callable[[A, B, C], T]:
+    """``reader``, remembering its last answer: asked again about the very same (state, event,
+    config) objects, it answers without reading again.
+
+    A table evaluates every guard of a (phase, event) group, and the guards and the action of a
+    group all ask one reader about the same replies; a closer's reading is O(N), so reading once
+    per step matters. The key is the identity of the three arguments, which are immutable
+    values, and the last ones are kept alive with the answer, so an identity is never reused
+    while remembered. Only for pure readers; exceptions are not remembered.
+    """
+    last: list[tuple[A, B, C, T] | None] = [None]
+
+    @wraps(reader)
+    def remembered(state: A, event: B, config: C) -> T:
+        entry = last[0]  # read once: another thread may replace it meanwhile
+        if entry is not None and entry[0] is state and entry[1] is event and entry[2] is config:
+            return entry[3]
+        answer = reader(state, event, config)
+        last[0] = (state, event, config, answer)
+        return answer
+
+    return remembered
 
 
 def _bytes(reply: Reply) -> bytes | None:
@@ -159,24 +191,25 @@ def _evolve_status(
 
 def _pending_after(
     state: JoinState, raws: Sequence[bytes | None], now: Instant, config: RendezvousConfig
-) -> tuple[tuple[int, ...], set[str], LivenessTracker]:
+) -> tuple[tuple[int, ...], frozenset[str], LivenessTracker]:
     """Previous members still expected: not arrived, not gone, not dead to this observer."""
     previous = state.previous
-    liveness = state.liveness
-    still: list[int] = []
-    dead: set[str] = set()
+    if previous is None:
+        return (), frozenset(), state.liveness
+    absent: list[tuple[int, str]] = []
+    beats: list[tuple[str, bytes | None]] = []
     for index, rank in enumerate(expected_members(state)):
         arrived, gone, beat = raws[3 * index : 3 * index + 3]
-        if arrived is not None or gone is not None or previous is None:
-            continue
-        node = previous.participants[rank].node
-        timeout, leased = config.heartbeat_timeout, config.leased_liveness
-        liveness, is_dead = judge(liveness, node, beat, now, timeout, leased)
-        if is_dead:
-            dead.add(node)
-        else:
-            still.append(rank)
-    return tuple(still), dead, liveness
+        if arrived is None and gone is None:
+            node = previous.participants[rank].node
+            absent.append((rank, node))
+            beats.append((node, beat))
+    # All members' heartbeats in one judgement: one tracker update per gather, not one per member.
+    liveness, dead = judge_many(
+        state.liveness, beats, now, config.heartbeat_timeout, config.leased_liveness
+    )
+    still = tuple(rank for rank, node in absent if node not in dead)
+    return still, dead, liveness
 
 
 def _next_wait(
