@@ -79,6 +79,10 @@ class Observers:
         Raises:
             OSError: the health port cannot be bound, or the run folder cannot be made.
         """
+        if self._events is not None:
+            from tpelastic.adapters.rendezvous import driver
+
+            driver.set_step_recorder(self._join_stepped)
         if self._spec.timers or self.watches_progress:
             import tempfile
 
@@ -106,6 +110,12 @@ class Observers:
 
     def close(self) -> None:
         """Stop the servers and remove the run folder; idempotent, never raises."""
+        if self._events is not None:
+            from tpelastic.adapters.rendezvous import driver
+
+            previous = driver.set_step_recorder(None)
+            if previous is not None and previous != self._join_stepped:
+                driver.set_step_recorder(previous)  # another agent's: leave it in place
         for server, stop in ((self._timer, "stop"), (self._health, "close")):
             if server is not None:
                 try:
@@ -143,6 +153,14 @@ class Observers:
         )
         self._seq += 1
         self._events.handle(event)
+
+    def _join_stepped(self, **step: Any) -> None:
+        """Record one step of the rendezvous join machine as an ``rdzv.step`` event."""
+        if self._events is None:
+            return
+        from tpelastic.adapters.sinks.join_trace import step_event
+
+        self._events.handle(step_event(now_wall=time.time(), **step))
 
     def rendezvous(
         self,

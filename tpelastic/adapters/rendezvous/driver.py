@@ -13,10 +13,12 @@ takes up the place the node already holds instead of arriving anew.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.rendezvous.backends import supports_leases
@@ -65,6 +67,19 @@ _FAILURES: dict[str, type[RendezvousError]] = {
     "timeout": RendezvousJoinTimeoutError,
     "corrupt": RendezvousStateError,
 }
+
+# Whoever records the join machine's steps (the agent, when events are on): one per process,
+# called with keyword arguments (see ``tpelastic.adapters.sinks.join_trace.step_event``).
+JoinStepRecorder = Callable[..., None]
+_recorder: JoinStepRecorder | None = None
+_join_numbers = itertools.count()
+
+
+def set_step_recorder(recorder: JoinStepRecorder | None) -> JoinStepRecorder | None:
+    """Install ``recorder`` for every later join in this process; returns the one it replaces."""
+    global _recorder
+    previous, _recorder = _recorder, recorder
+    return previous
 
 
 def execute_ops(store: KeyValueStore, ops: tuple[Op, ...]) -> tuple[Reply, ...]:
@@ -182,8 +197,11 @@ def _drive(
 ) -> JoinSucceeded:
     """Step one join to its end. Raises _StoreLost when the store fails under it."""
     state = JoinState()
+    record = _recording(config, event)
     while True:
         result = join.step(state, event, config)
+        if record is not None:
+            record(before=state, observation=event, result=result)
         state = result.state
         try:
             next_event = _carry_out(store, result.effects, clock, context)
@@ -195,6 +213,29 @@ def _drive(
             # Every non-terminal step asks the store something; none would mean a stall.
             raise RuntimeError(f"join machine stalled in {state.phase.name} with no effect")
         event = next_event
+
+
+def _recording(config: RendezvousConfig, first: object) -> Callable[..., None] | None:
+    """A per-join wrapper around the installed recorder (numbering the steps), or None."""
+    recorder = _recorder
+    if recorder is None or not isinstance(first, JoinRequested):
+        return None
+    join_no, seqs = next(_join_numbers), itertools.count()
+
+    def record(**step: Any) -> None:
+        try:
+            recorder(
+                run_id=first.run_id,
+                node=first.node,
+                join_no=join_no,
+                seq=next(seqs),
+                config=config,
+                **step,
+            )
+        except Exception as error:  # a broken sink must not break the rendezvous
+            log.warning("could not record a join step: %s", error)
+
+    return record
 
 
 def _carry_out(
@@ -297,4 +338,4 @@ class KeepAlive:
             self.beat()
 
 
-__all__ = ["KeepAlive", "execute_ops", "run_join"]
+__all__ = ["JoinStepRecorder", "KeepAlive", "execute_ops", "run_join", "set_step_recorder"]

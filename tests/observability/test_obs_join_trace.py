@@ -1,0 +1,158 @@
+"""Rendezvous join steps as events: every step recorded, and the records replay through the core."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from obs_helpers import WORKER, finish, free_port, tpstart
+
+from tpelastic.adapters.rendezvous import driver
+from tpelastic.adapters.sinks.join_trace import (
+    JoinReplayMismatch,
+    decode,
+    encode,
+    replay_join_events,
+    step_event,
+)
+from tpelastic.adapters.stores import MemoryStore
+from tpelastic.core.agent import AgentPhase
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.rendezvous.ops import OpsDone, WaitEnded
+from tpelastic.core.rendezvous.state import JoinRequested
+from tpelastic.events import (
+    Event,
+    from_json_dict,
+    read_json_lines,
+    replay_agent_events,
+    to_json_dict,
+)
+
+
+@pytest.fixture
+def recorded() -> Iterator[list[Event]]:
+    """Every join step of this test, as events that went through JSON and back."""
+    events: list[Event] = []
+    lock = threading.Lock()
+
+    def record(**step: object) -> None:
+        event = step_event(now_wall=0.0, **step)  # type: ignore[arg-type]
+        with lock:
+            events.append(from_json_dict(to_json_dict(event)))  # type: ignore[arg-type]
+
+    previous = driver.set_step_recorder(record)
+    try:
+        yield events
+    finally:
+        driver.set_step_recorder(previous)
+
+
+def _join_three(config: RendezvousConfig) -> None:
+    store = MemoryStore()
+    errors: list[BaseException] = []
+
+    def one(node: str) -> None:
+        try:
+            driver.run_join(store, config, run_id="trace", node=node, addr=node)
+        except BaseException as error:  # reported below, not lost in the thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=one, args=(f"n{i}",)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert not errors and not any(t.is_alive() for t in threads)
+
+
+CONFIG = RendezvousConfig(min_nodes=3, max_nodes=3, join_timeout=15, last_call_timeout=0.2)
+
+
+def test_three_joins_replay_through_the_core(recorded: list[Event]) -> None:
+    _join_three(CONFIG)
+    replayed = replay_join_events(recorded)
+    assert sorted(r.node for r in replayed) == ["n0", "n1", "n2"]
+    assert all(r.phase == "COMPLETE" for r in replayed)
+    assert sum(r.steps for r in replayed) == len(recorded)
+    successes = [
+        effect
+        for event in recorded
+        for effect in event.metadata["effects"]  # type: ignore[union-attr]
+        if effect["type"] == "JoinSucceeded"  # type: ignore[index]
+    ]
+    assert sorted(s["rank"] for s in successes) == [0, 1, 2]  # type: ignore[index]
+
+
+def test_a_missing_or_contradicting_record_is_named(recorded: list[Event]) -> None:
+    _join_three(CONFIG)
+    mine = [e for e in recorded if e.metadata["node"] == "n0"]
+    with pytest.raises(JoinReplayMismatch, match="node n0 join .* step 2: expected step 1"):
+        replay_join_events([e for e in recorded if e is not mine[1]])
+    forged = Event(name=mine[1].name, source=mine[1].source, metadata={**mine[1].metadata})
+    forged.metadata["to"] = "TIMED_OUT"
+    with pytest.raises(JoinReplayMismatch, match="step 1: recorded to 'TIMED_OUT'"):
+        replay_join_events([forged if e is mine[1] else e for e in recorded])
+    with pytest.raises(JoinReplayMismatch, match="first record is missing"):
+        replay_join_events([e for e in recorded if e is not mine[0]])
+
+
+def test_observations_survive_their_encoding() -> None:
+    for observation in (
+        JoinRequested(run_id="r", node="n", now=1.5, from_round=3, reason="failure"),
+        OpsDone(replies=(b"\x00\xffraw", None, 7, b""), now=2.0),
+        WaitEnded(present=False, now=3.25),
+    ):
+        assert decode(encode(observation)) == observation
+    with pytest.raises(JoinReplayMismatch, match="unknown join observation type 'Bogus'"):
+        decode({"type": "Bogus"})
+
+
+def test_no_recorder_records_nothing(recorded: list[Event]) -> None:
+    driver.set_step_recorder(None)
+    _join_three(CONFIG)
+    assert recorded == []
+
+
+def test_R14_an_agent_run_records_its_joins_and_they_replay(tmp_path: Path) -> None:
+    """Two real agents on the tcp backend, a worker crash, a second round: all joins replay."""
+    path, port = tmp_path / "events.jsonl", free_port()
+    fast = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=30"
+    nodes = [
+        tpstart(
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "1",
+            "--rdzv-backend",
+            "tcp",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{port}",
+            "--rdzv-id",
+            "obs-joins",
+            "--local-addr",
+            "127.0.0.1",
+            "--rdzv-conf",
+            fast,
+            "--max-restarts",
+            "1",
+            "--events-file",
+            str(path),
+            WORKER,
+            "--crash-rank",
+            "1",
+            log=tmp_path / f"node{i}.log",
+            standalone=False,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    codes = [finish(proc, timeout=90) for proc in nodes]
+    assert codes == [0, 0], [(tmp_path / f"node{i}.log").read_text()[-2000:] for i in range(2)]
+    events = read_json_lines(path)
+    joins = replay_join_events(events)
+    # Two rounds (the first, and the one after the crash) for each of the two nodes.
+    assert len(joins) >= 4 and all(j.phase == "COMPLETE" for j in joins)
+    assert len({j.node for j in joins}) == 2
+    for run in replay_agent_events(events).values():  # the agent records still replay too
+        assert run.state.phase is AgentPhase.SUCCEEDED
