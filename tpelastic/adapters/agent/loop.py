@@ -5,19 +5,23 @@ workers and the rendezvous), feeds it to ``tpelastic.core.agent.step`` and carri
 returned effects in the order given (StopWorkers before any join: see specs/agent.md). Blocking
 effects (joining a round, the exit barrier) turn their outcome into the next observation.
 
-Worker exits are seen the moment they happen (``PContext.wait`` wakes on an exit); membership is
-looked at every ``monitor_interval`` seconds while workers run.
+Worker exits are seen the moment they happen (``PContext.wait`` wakes on an exit). Membership is
+looked at every 0.25 s while workers run; where the store holds a wait for any of several keys
+(our TCPStore) a watcher thread (:mod:`round_watch`) blocks in it and the loop looks at its next
+pass after the wait fires (within ``monitor_interval``), and the periodic look then only times
+the ring successor's heartbeat (every heartbeat interval, at most every 1 s).
 """
 
 from __future__ import annotations
 
 import abc
 import functools
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpelastic.adapters.agent import publish, report
 from tpelastic.adapters.agent.barrier import depart, exit_barrier
@@ -40,9 +44,21 @@ from tpelastic.core.values import Emit, Rejected
 from tpelastic.core.worker import WorkerState
 from tpelastic.core.worker_group import WorkerGroup, make_group
 
+if TYPE_CHECKING:
+    from tpelastic.adapters.agent.round_watch import RoundWatcher
+
 log = report.log
 # A look at the rendezvous costs a few store reads; worker exits need no look (they wake us).
 _LOOK_EVERY = 0.25
+# How long stop() waits for a round watcher's thread (it is released by the store's close or
+# by the writes that end a round, so this bound is only reached when the store hangs).
+_WATCHER_JOIN = 2.0
+# Overrides the periodic look while a watcher runs (seconds): tests set it very high to show
+# the watcher alone delivers a change. Not for production use.
+_FALLBACK_ENV = "TPELASTIC_LOOK_FALLBACK"
+# "0" turns the round watcher off (the loop then looks every 0.25 s, as before it existed):
+# for measuring the difference, and a way out should a store misbehave under held waits.
+_WATCH_ENV = "TPELASTIC_ROUND_WATCH"
 
 
 class ElasticAgent(abc.ABC):
@@ -89,6 +105,8 @@ class SimpleElasticAgent(ElasticAgent):
         self._failures: dict[int, ProcessFailure] = {}
         self._look_errors = 0
         self._next_look = 0.0
+        self._watcher: RoundWatcher | None = None
+        self._old_watchers: list[RoundWatcher] = []  # stopped, maybe still in a store wait
         handler = spec.rdzv_handler
         self._obs = Observers(spec, self._config, lambda: handler.get_run_id(), lambda: self._state)
 
@@ -137,11 +155,13 @@ class SimpleElasticAgent(ElasticAgent):
             self._loop()
         finally:
             try:
+                self._unwatch()
                 self._stop_workers("agent exiting")
                 if self._state.phase is core.AgentPhase.SUCCEEDED:
                     depart(self._membership, self._spec.exit_barrier_timeout)
             finally:
-                self._membership.leave()
+                self._membership.leave()  # closes the store: a watcher's wait ends at once
+                self._join_watchers(_WATCHER_JOIN)
                 self._obs.close()
                 if restore is not None:
                     restore()
@@ -201,10 +221,47 @@ class SimpleElasticAgent(ElasticAgent):
         if not self._membership.healthy():
             reason = "keep-alive lost: this node stopped its workers (self-fencing)"
             return core.RendezvousFailed(now=now, reason=reason, kind="connection")
-        if now < self._next_look:
+        woken = self._watcher is not None and self._watcher.take()
+        if not woken and now < self._next_look:
             return None
-        self._next_look = now + max(self._spec.monitor_interval, _LOOK_EVERY)
+        self._next_look = now + self._look_period()
         return self._look(now, running=True)
+
+    def _look_period(self) -> float:
+        if self._watcher is None:
+            return max(self._spec.monitor_interval, _LOOK_EVERY)
+        try:
+            return float(os.environ[_FALLBACK_ENV])
+        except (KeyError, ValueError):
+            return self._membership.look_fallback()
+
+    # -- the round watcher ------------------------------------------------------------------
+
+    def _watch(self, round_no: int) -> None:
+        """Start this round's watcher: only for runs that can grow or shrink, over a store that
+        holds a wait for any key (so the single-node path imports and starts nothing)."""
+        self._unwatch()
+        self._join_watchers(0.0)  # forget the old ones that have ended
+        if self._spec.max_nodes <= 1 or os.environ.get(_WATCH_ENV) == "0":
+            return
+        if not self._membership.can_wait_for_change():
+            return
+        from tpelastic.adapters.agent.round_watch import RoundWatcher
+
+        name = f"tpelastic-round-watch-{round_no}"
+        self._watcher = RoundWatcher(self._membership.wait_for_change, name=name).start()
+
+    def _unwatch(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
+            self._old_watchers.append(watcher)
+
+    def _join_watchers(self, timeout: float) -> None:
+        for watcher in self._old_watchers:
+            if not watcher.join(timeout) and timeout > 0:
+                log.warning("a round watcher thread did not end within %.1f s", timeout)
+        self._old_watchers = [w for w in self._old_watchers if w.alive]
 
     def _workers_ended(self, result: RunProcsResult, now: float) -> Any:
         joined = self._membership.joined
@@ -356,10 +413,12 @@ class SimpleElasticAgent(ElasticAgent):
             joined.facts.master_port,
         )
         self._start_workers(envs, attempt=f"r{effect.round}")
+        self._watch(effect.round)
 
     def _do_StopWorkers(self, effect: core.StopWorkers) -> None:
         log.info("stopping workers: %s", effect.reason)
         pids = set(self._worker_pids().values())
+        self._unwatch()
         self._stop_workers(effect.reason)
         self._obs.workers_stopped(pids)
         failed = len(self._failures)  # this attempt's failed workers stay counted as FAILED

@@ -176,6 +176,31 @@ class Membership:
         opened = "restart" if latest > self._attempt else None
         return Look(next_opened=opened, waiting=int(self.handler.num_nodes_waiting()))
 
+    def can_wait_for_change(self) -> bool:
+        """Whether :meth:`wait_for_change` really blocks (a round-aware handler over a store
+        that holds a wait for any of several keys)."""
+        check = getattr(self.handler, "can_wait_for_change", None)
+        return self.round_aware and callable(check) and bool(check())
+
+    def wait_for_change(self, timeout: float) -> bool:
+        """Block until a :meth:`look` may see something new, or ``timeout`` s pass (False).
+
+        False at once when :meth:`can_wait_for_change` is False.
+
+        Raises:
+            RendezvousError: the store could not be reached.
+        """
+        if not self.can_wait_for_change():
+            return False
+        return bool(self.handler.wait_for_change(timeout))
+
+    def look_fallback(self) -> float:
+        """How often a look is still due while a change watcher runs: often enough to time the
+        ring successor's heartbeat (every heartbeat interval, at most 1 s)."""
+        config = getattr(getattr(self.handler, "settings", None), "config", None)
+        interval = getattr(config, "heartbeat_interval", None)
+        return min(1.0, float(interval)) if interval else 1.0
+
     def healthy(self) -> bool:
         """False once this node's heartbeats stopped reaching the store (self-fence then)."""
         check = getattr(self.handler, "keep_alive_healthy", None)

@@ -1,0 +1,98 @@
+"""RoundWatcher: a thread held in the store's wait for a change to the round; it wakes the loop.
+
+The agent's loop looks at the rendezvous (closed? next round opened? nodes waiting?) when a
+pass comes round. Without help it must look every fraction of a second to notice a leave or a
+join quickly. This thread blocks in ``Membership.wait_for_change`` (one held store request,
+answered by the first key written) and, when it returns True, raises a flag that the loop takes
+on its next pass (at most ``monitor_interval`` later) and looks at once.
+
+It decides nothing: what the look means is the core's decision. One watcher per round, started
+when the workers start; ``stop`` only raises a flag, because a thread blocked in the store is
+released by the writes that end a round (the next round opened, our own arrival at it, a close)
+or by the store being closed when the agent leaves; ``join`` is bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+# The longest single held wait: a stop between writes is noticed at least this often.
+SLICE = 5.0
+# After a failed or instant wait: a lost store is reported by the loop's own looks.
+_PAUSE = 0.5
+
+
+class RoundWatcher:
+    """One daemon thread calling ``wait(SLICE)`` until stopped; a True answer sets the flag.
+
+    Args:
+        wait: blocks up to its argument in seconds; True when the round may have changed.
+            Exceptions are logged and retried after a pause (the loop's looks report them).
+        name: the thread's name.
+        slice_: the longest single wait.
+    """
+
+    def __init__(self, wait: Callable[[float], bool], *, name: str, slice_: float = SLICE) -> None:
+        self._wait = wait
+        self._slice = slice_
+        self._fired = threading.Event()
+        self._taken = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> RoundWatcher:
+        """Start the thread; returns self."""
+        self._thread.start()
+        return self
+
+    def take(self) -> bool:
+        """True once after each time the wait fired (the caller then looks); never blocks."""
+        if not self._fired.is_set():
+            return False
+        self._fired.clear()
+        self._taken.set()
+        return True
+
+    def stop(self) -> None:
+        """Ask the thread to end; it ends when its current wait returns. Never blocks."""
+        self._stop.set()
+        self._taken.set()
+
+    def join(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` s for the thread to end; True when it has."""
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                changed = self._wait(self._slice)
+            except Exception as error:  # a lost store: the loop's looks count and report it
+                log.debug("round watcher: %s", error)
+                self._stop.wait(_PAUSE)
+                continue
+            if self._stop.is_set():
+                return
+            if not changed:
+                if time.monotonic() - started < self._slice / 2:
+                    self._stop.wait(_PAUSE)  # returned early without a change: do not spin
+                continue
+            self._taken.clear()
+            self._fired.set()
+            # The key that fired stays present until the loop's look has seen it (the handler
+            # then leaves it out); waiting again before would return at once, over and over.
+            self._taken.wait(self._slice)
+
+
+__all__ = ["SLICE", "RoundWatcher"]
