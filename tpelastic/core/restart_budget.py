@@ -22,7 +22,7 @@ import enum
 from attrs import evolve, field, frozen, validators
 
 from tpelastic.core.table import Row, Step, build_table
-from tpelastic.core.values import Instant
+from tpelastic.core.values import Instant, value_repr
 
 
 def next_restart_count(prev: int, failure_reported: bool) -> int:
@@ -74,12 +74,16 @@ class BudgetPhase(enum.Enum):
 
 @frozen(kw_only=True)
 class BudgetConfig:
+    __repr__ = value_repr
+
     max_restarts: int = field(validator=validators.ge(0))
 
 
 @frozen(kw_only=True)
 class BudgetState:
     """One node's view of the job's budget."""
+
+    __repr__ = value_repr
 
     phase: BudgetPhase = BudgetPhase.AVAILABLE
     # The count of the last round this node took part in; never decreases.
@@ -101,6 +105,8 @@ def initial_state(config: BudgetConfig) -> BudgetState:
 class RoundAgreed:
     """A rendezvous round this node is part of completed with this job-wide restart count."""
 
+    __repr__ = value_repr
+
     now: Instant
     restart_count: int = field(validator=validators.ge(0))
 
@@ -109,12 +115,16 @@ class RoundAgreed:
 class FailureReported:
     """A worker failure on this node asks for a restart."""
 
+    __repr__ = value_repr
+
     now: Instant
 
 
 @frozen(kw_only=True)
 class MembershipChanged:
     """A node joined, left or died: the world re-forms without spending budget."""
+
+    __repr__ = value_repr
 
     now: Instant
     reason: str = "membership"
@@ -129,6 +139,8 @@ BudgetEventT = RoundAgreed | FailureReported | MembershipChanged
 class RequestRestart:
     """Effect: rejoin the rendezvous reporting a failure (the next round spends one unit)."""
 
+    __repr__ = value_repr
+
     restart_count: int  # the count the failed attempt ran with
 
 
@@ -136,12 +148,16 @@ class RequestRestart:
 class RequestRerendezvous:
     """Effect: rejoin the rendezvous without reporting a failure (nothing is spent)."""
 
+    __repr__ = value_repr
+
     reason: str
 
 
 @frozen(kw_only=True)
 class FailJob:
     """Effect: the job cannot restart again and must fail."""
+
+    __repr__ = value_repr
 
     reason: str
     restart_count: int

@@ -31,7 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 from attrs import evolve, field, frozen
 
-from tpelastic.core.values import Rejected
+from tpelastic.core.values import Rejected, value_repr
 
 
 class InvalidTransition(Exception):
@@ -52,6 +52,8 @@ Action = Callable[[Any, Any, Any], tuple[Any, tuple[object, ...]]]
 class Row:
     """One transition: ``src --on [guard] / action--> dst``."""
 
+    __repr__ = value_repr
+
     src: enum.Enum
     on: type
     dst: enum.Enum
@@ -63,6 +65,8 @@ class Row:
 @frozen(kw_only=True)
 class Step(Generic[S]):
     """What every step function returns: the next state and the effects to carry out, in order."""
+
+    __repr__ = value_repr
 
     state: S
     effects: tuple[object, ...] = field(default=())
@@ -86,6 +90,8 @@ class Table:
     (phase, event type) to the candidate rows with their guard and action functions resolved:
     a step is one dict lookup, not a scan of the rows or of the name mappings.
     """
+
+    __repr__ = value_repr
 
     name: str
     phases: type[enum.Enum]

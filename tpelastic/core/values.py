@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TypeAlias
 
-from attrs import field, frozen
+from attrs import NOTHING, field, frozen
 
 Instant: TypeAlias = float
 """Seconds on one node's monotonic clock. Only ever compared with instants of the same node."""
@@ -19,6 +19,29 @@ Duration: TypeAlias = float
 
 NodeId: TypeAlias = str
 """A node's identity in a run: unique per agent process, stable while that agent lives."""
+
+
+def value_repr(self: object) -> str:
+    """The ``__repr__`` attrs would generate, computed from the class's fields at call time.
+
+    A value class sets ``__repr__ = value_repr`` in its body, so attrs keeps it (its
+    ``auto_detect``) instead of compiling a repr of its own: compiling is most of what creating
+    an attrs class costs, and the repr alone is about 0.1 ms of every launch per class (issue 5,
+    docs/benchmarks-launcher.md). The output is attrs' own, ``Name(a=1, b='x')``: fields with
+    ``repr=False`` are left out and a field's own repr callable is used. Unlike attrs it has no
+    guard against a value that contains itself, which a frozen value of plain fields cannot.
+
+    Raises:
+        AttributeError: ``self`` is not an instance of an attrs class.
+    """
+    cls = type(self)
+    parts = []
+    for attribute in cls.__attrs_attrs__:  # type: ignore[attr-defined]
+        if attribute.repr is False:
+            continue
+        shown = repr if attribute.repr is True else attribute.repr
+        parts.append(f"{attribute.name}={shown(getattr(self, attribute.name, NOTHING))}")
+    return f"{cls.__qualname__.rsplit('>.', 1)[-1]}({', '.join(parts)})"
 
 
 def _positive(_instance: object, attribute: object, value: float) -> None:
@@ -35,6 +58,8 @@ class Rejected:
     with a silent no-op.
     """
 
+    __repr__ = value_repr
+
     machine: str
     phase: str
     event: str
@@ -45,6 +70,8 @@ class Rejected:
 class Emit:
     """Effect: tell the outside world something happened (log line, event record, metric)."""
 
+    __repr__ = value_repr
+
     name: str
     fields: tuple[tuple[str, object], ...] = field(default=())
 
@@ -52,4 +79,4 @@ class Emit:
         return dict(self.fields)
 
 
-__all__ = ["Duration", "Emit", "Instant", "NodeId", "Rejected", "_positive"]
+__all__ = ["Duration", "Emit", "Instant", "NodeId", "Rejected", "_positive", "value_repr"]

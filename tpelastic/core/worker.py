@@ -18,7 +18,7 @@ from collections.abc import Callable
 from attrs import evolve, field, frozen, validators
 
 from tpelastic.core.table import Row, Step, build_table
-from tpelastic.core.values import Instant
+from tpelastic.core.values import Instant, value_repr
 
 
 class WorkerState(enum.Enum):
@@ -52,6 +52,8 @@ def _below(limit_field: str) -> Callable[[object, object, int], None]:
 class Worker:
     """One worker slot: its ranks (fixed for the slot's life) and what is known of its process."""
 
+    __repr__ = value_repr
+
     world_size: int = field(validator=validators.ge(1))
     role_world_size: int = field(validator=validators.ge(1))
     local_rank: int = field(validator=_non_negative)
@@ -72,6 +74,8 @@ class Worker:
 class WorkerStarted:
     """The worker's process is running with this pid."""
 
+    __repr__ = value_repr
+
     now: Instant
     pid: int = field(validator=validators.ge(1))
 
@@ -79,6 +83,8 @@ class WorkerStarted:
 @frozen(kw_only=True)
 class WorkerExited:
     """The worker's process exited with ``exitcode`` (and ``signal`` if a signal ended it)."""
+
+    __repr__ = value_repr
 
     now: Instant
     exitcode: int
@@ -89,12 +95,16 @@ class WorkerExited:
 class ProgressStalled:
     """No progress was seen from the worker for longer than the hang limit."""
 
+    __repr__ = value_repr
+
     now: Instant
 
 
 @frozen(kw_only=True)
 class ProgressResumed:
     """A stalled worker made progress again."""
+
+    __repr__ = value_repr
 
     now: Instant
 
@@ -103,12 +113,16 @@ class ProgressResumed:
 class WorkerStopped:
     """The worker was stopped on the agent's order (its exit status is not a verdict)."""
 
+    __repr__ = value_repr
+
     now: Instant
 
 
 @frozen(kw_only=True)
 class WorkerLost:
     """The worker's process vanished and no exit status could be collected (yet)."""
+
+    __repr__ = value_repr
 
     now: Instant
 

@@ -24,7 +24,7 @@ from attrs import evolve, field, frozen, validators
 
 from tpelastic.core import worker as w
 from tpelastic.core.table import Guard, InvalidTransition, Row, Step, build_table
-from tpelastic.core.values import Emit, Instant, Rejected
+from tpelastic.core.values import Emit, Instant, Rejected, value_repr
 from tpelastic.core.worker import Worker, WorkerState
 
 WS = WorkerState
@@ -63,6 +63,8 @@ def _phase_is_fold(instance: WorkerGroup, _attribute: object, value: WorkerState
 @frozen(kw_only=True)
 class WorkerGroup:
     """The spec-level facts of one role's workers on one node for one attempt."""
+
+    __repr__ = value_repr
 
     role: str = field(validator=validators.min_len(1))
     local_world_size: int = field(validator=validators.ge(1))
@@ -118,6 +120,8 @@ def make_group(
 class WorkerEvent:
     """One worker machine event about the worker at ``local_rank``."""
 
+    __repr__ = value_repr
+
     local_rank: int
     event: w.WorkerEventT
 
@@ -130,6 +134,8 @@ class WorkerEvent:
 class GroupStarted:
     """The whole group was started at once: ``pids[i]`` runs local rank ``i``."""
 
+    __repr__ = value_repr
+
     now: Instant
     pids: tuple[int, ...]
 
@@ -137,6 +143,8 @@ class GroupStarted:
 @frozen(kw_only=True)
 class GroupStopped:
     """Every still-live worker of the group was stopped on the agent's order."""
+
+    __repr__ = value_repr
 
     now: Instant
     reason: str
@@ -151,6 +159,8 @@ GroupEventT = WorkerEvent | GroupStarted | GroupStopped
 class WorkerFailure:
     """One failed worker: the facts a failure report needs."""
 
+    __repr__ = value_repr
+
     local_rank: int
     global_rank: int
     exitcode: int | None
@@ -163,6 +173,8 @@ class WorkerFailure:
 class GroupFailed:
     """Effect: the group failed; ``failures`` holds every failure so far, earliest first."""
 
+    __repr__ = value_repr
+
     role: str
     round: int
     failures: tuple[WorkerFailure, ...]
@@ -171,6 +183,8 @@ class GroupFailed:
 @frozen(kw_only=True)
 class GroupSucceeded:
     """Effect: every worker of the group exited with code 0."""
+
+    __repr__ = value_repr
 
     role: str
     round: int

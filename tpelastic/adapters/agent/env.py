@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from tpelastic.core.values import value_repr
 from tpelastic.core.worker_group import make_group
 
 
 @frozen(kw_only=True)
 class RoundFacts:
     """The facts of one completed round that the workers' environment needs."""
+
+    __repr__ = value_repr
 
     round: int
     group_rank: int

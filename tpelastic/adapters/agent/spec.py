@@ -9,6 +9,7 @@ from typing import Any
 from attrs import field, frozen, validators
 
 from tpelastic.adapters.workers.api import ProcessFailure, Std
+from tpelastic.core.values import value_repr
 from tpelastic.core.worker import WorkerState
 
 DEFAULT_EXIT_BARRIER_TIMEOUT = 300.0
@@ -55,6 +56,8 @@ class WorkerSpec:
             None means ``max(stall_timeout, 60)``.
         health_port: serve ``GET /health`` (JSON) on 127.0.0.1 at this port; None is off.
     """
+
+    __repr__ = value_repr
 
     role: str = field(default="default", validator=validators.min_len(1))
     local_world_size: int = field(validator=validators.ge(1))
@@ -123,6 +126,8 @@ class RunResult:
         restart_count: the job-wide restarts used by the last round this node took part in.
         round: the last rendezvous round this node took part in (-1 if none).
     """
+
+    __repr__ = value_repr
 
     state: WorkerState
     exit_code: int

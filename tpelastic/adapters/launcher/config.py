@@ -9,6 +9,7 @@ from attrs import field, frozen, validators
 
 from tpelastic.adapters.rendezvous.parameters import parse_endpoint
 from tpelastic.adapters.workers.api import Std
+from tpelastic.core.values import value_repr
 
 START_METHODS = ("spawn", "fork", "forkserver")
 
@@ -80,6 +81,8 @@ class LaunchConfig:
     Raises:
         ConfigError: on any bad value, naming the setting.
     """
+
+    __repr__ = value_repr
 
     min_nodes: int = field(validator=_int_at_least(1))
     max_nodes: int = field(validator=_int_at_least(1))

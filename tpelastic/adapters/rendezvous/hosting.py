@@ -23,6 +23,7 @@ from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.core.values import value_repr
 
 
 @frozen(kw_only=True)
@@ -34,6 +35,8 @@ class OpenedStore:
         is_host: True when this process runs the TCPStore server.
         endpoint: ``host:port`` of the server, or the file path.
     """
+
+    __repr__ = value_repr
 
     store: KeyValueStore
     is_host: bool

@@ -25,6 +25,8 @@ from typing import Any
 
 from attrs import field, frozen
 
+from tpelastic.core.values import value_repr
+
 DEFAULT_PORT = 29400
 STORE_TYPES = ("tcp", "file", "tensorplay")
 _TRUE = ("1", "true", "yes")
@@ -45,6 +47,8 @@ class RendezvousTimeout:
     ``heartbeat`` is the interval between keep-alives; a node is considered dead after
     ``keep_alive_expiry`` (= heartbeat * keep_alive_max_attempt) without one.
     """
+
+    __repr__ = value_repr
 
     join: float = field(default=600.0, validator=_positive)
     last_call: float = field(default=30.0, validator=_positive)

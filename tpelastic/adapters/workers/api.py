@@ -14,6 +14,8 @@ from typing import Any
 
 from attrs import field, frozen
 
+from tpelastic.core.values import value_repr
+
 
 class WorkerStartError(ValueError):
     """Bad input to ``start_processes``, raised before any worker starts; one-line message."""
@@ -117,6 +119,8 @@ class ProcessFailure:
         role: the name given to ``start_processes``.
     """
 
+    __repr__ = value_repr
+
     local_rank: int
     pid: int
     exitcode: int
@@ -165,6 +169,8 @@ class RunProcsResult:
         stdouts: per local rank, the file that holds its stdout ("" when not redirected).
         stderrs: per local rank, the file that holds its stderr ("" when not redirected).
     """
+
+    __repr__ = value_repr
 
     return_values: dict[int, Any] = field(factory=dict)
     failures: dict[int, ProcessFailure] = field(factory=dict)

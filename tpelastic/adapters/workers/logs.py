@@ -21,11 +21,14 @@ import tempfile
 from attrs import field, frozen
 
 from tpelastic.adapters.workers.api import Std, WorkerStartError, to_map
+from tpelastic.core.values import value_repr
 
 
 @frozen(kw_only=True)
 class RankFiles:
     """The files of one local rank. ``stdout``/``stderr`` are "" when that stream is inherited."""
+
+    __repr__ = value_repr
 
     local_rank: int
     folder: str
@@ -48,6 +51,8 @@ class LogsSpecs:
         tee: streams written to files *and* copied, prefixed, to the agent's console.
         attempt: the attempt number or id (``3``, ``"r3"``) naming the attempt folder.
     """
+
+    __repr__ = value_repr
 
     log_dir: str | None = None
     redirects: Std | int | str | dict[int, Std] = Std.NONE

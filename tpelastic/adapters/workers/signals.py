@@ -23,6 +23,8 @@ from typing import Any
 
 from attrs import field, frozen
 
+from tpelastic.core.values import value_repr
+
 
 class SignalAction(enum.Enum):
     """What to do when the launcher receives a signal."""
@@ -62,6 +64,8 @@ class SignalPolicy:
         forward_to_group: forward to each worker's whole process group rather than to the
             worker process alone (see ``PContext.send_signal``).
     """
+
+    __repr__ = value_repr
 
     actions: Mapping[signal.Signals, SignalAction] = field(factory=_default_actions)
     forward_to_group: bool = False

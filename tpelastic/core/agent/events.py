@@ -11,7 +11,7 @@ from typing import Literal
 
 from attrs import field, frozen, validators
 
-from tpelastic.core.values import Duration, Instant
+from tpelastic.core.values import Duration, Instant, value_repr
 from tpelastic.core.worker_group import WorkerFailure
 
 Outcome = Literal["succeeded", "failed"]
@@ -22,12 +22,16 @@ RendezvousFailureKind = Literal["timeout", "closed", "connection"]
 
 @frozen(kw_only=True)
 class AgentStarted:
+    __repr__ = value_repr
+
     now: Instant
 
 
 @frozen(kw_only=True)
 class RoundCompleted:
     """A rendezvous round this node joined completed; these are its facts for this node."""
+
+    __repr__ = value_repr
 
     now: Instant
     round: int = field(validator=validators.ge(0))
@@ -40,6 +44,8 @@ class RoundCompleted:
 class RendezvousFailed:
     """The world could not be formed."""
 
+    __repr__ = value_repr
+
     now: Instant
     reason: str
     kind: RendezvousFailureKind = field(
@@ -51,12 +57,16 @@ class RendezvousFailed:
 class WorkersSucceeded:
     """Every local worker of the current attempt exited with code 0."""
 
+    __repr__ = value_repr
+
     now: Instant
 
 
 @frozen(kw_only=True)
 class WorkersFailed:
     """Local workers failed; ``failures`` is ordered earliest first (the root cause first)."""
+
+    __repr__ = value_repr
 
     now: Instant
     failures: tuple[WorkerFailure, ...] = field(validator=validators.min_len(1))
@@ -65,6 +75,8 @@ class WorkersFailed:
 @frozen(kw_only=True)
 class WorkerStuck:
     """A local worker made no progress for ``idle_for`` seconds (a hang)."""
+
+    __repr__ = value_repr
 
     now: Instant
     local_rank: int = field(validator=validators.ge(0))
@@ -75,6 +87,8 @@ class WorkerStuck:
 class NodesWaiting:
     """``count`` nodes are waiting to join the next round."""
 
+    __repr__ = value_repr
+
     now: Instant
     count: int = field(validator=validators.ge(0))
 
@@ -82,6 +96,8 @@ class NodesWaiting:
 @frozen(kw_only=True)
 class NextRoundOpened:
     """A peer opened round ``round``: this node is fenced out of the world it is in."""
+
+    __repr__ = value_repr
 
     now: Instant
     round: int = field(validator=validators.ge(0))
@@ -92,6 +108,8 @@ class NextRoundOpened:
 class ExitBarrierPassed:
     """Every node of the round reached the exit barrier."""
 
+    __repr__ = value_repr
+
     now: Instant
 
 
@@ -99,12 +117,16 @@ class ExitBarrierPassed:
 class ExitBarrierTimedOut:
     """Not every node reached the exit barrier in time."""
 
+    __repr__ = value_repr
+
     now: Instant
 
 
 @frozen(kw_only=True)
 class RendezvousClosed:
     """The rendezvous was closed (by any node) with this outcome: the job is over."""
+
+    __repr__ = value_repr
 
     now: Instant
     outcome: Outcome = field(validator=validators.in_(("succeeded", "failed")))
@@ -114,6 +136,8 @@ class RendezvousClosed:
 @frozen(kw_only=True)
 class SignalReceived:
     """The agent process received a terminating signal."""
+
+    __repr__ = value_repr
 
     now: Instant
     signum: int = field(validator=[validators.ge(1), validators.le(127)])
@@ -155,12 +179,16 @@ AGENT_EVENTS: tuple[type, ...] = (
 class JoinRendezvous:
     """Join the next round; ``failure`` reports a worker failure (the round spends one unit)."""
 
+    __repr__ = value_repr
+
     failure: bool
 
 
 @frozen(kw_only=True)
 class StartWorkers:
     """Start the local workers for this round's world."""
+
+    __repr__ = value_repr
 
     round: int
     group_rank: int
@@ -173,12 +201,16 @@ class StartWorkers:
 class StopWorkers:
     """Stop every local worker that is still running (idempotent)."""
 
+    __repr__ = value_repr
+
     reason: str
 
 
 @frozen(kw_only=True)
 class OpenNextRound:
     """Ask the rendezvous to open a new round after ``after_round`` (no budget is spent)."""
+
+    __repr__ = value_repr
 
     reason: str
     after_round: int
@@ -188,12 +220,16 @@ class OpenNextRound:
 class EnterExitBarrier:
     """Wait at the exit barrier of ``round`` for the other nodes."""
 
+    __repr__ = value_repr
+
     round: int
 
 
 @frozen(kw_only=True)
 class LeaveRendezvous:
     """Leave gracefully: the others see a membership change; the rendezvous stays open."""
+
+    __repr__ = value_repr
 
     reason: str
 
@@ -202,6 +238,8 @@ class LeaveRendezvous:
 class CloseRendezvous:
     """Close the rendezvous for every node: the job is over with ``outcome``."""
 
+    __repr__ = value_repr
+
     outcome: Outcome
     reason: str
 
@@ -209,6 +247,8 @@ class CloseRendezvous:
 @frozen(kw_only=True)
 class ReportFailure:
     """Report why this agent failed; ``failures`` (earliest first) when workers failed."""
+
+    __repr__ = value_repr
 
     reason: str
     exit_code: int

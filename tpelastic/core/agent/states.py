@@ -6,6 +6,8 @@ import enum
 
 from attrs import field, frozen, validators
 
+from tpelastic.core.values import value_repr
+
 # Exit codes of an agent (the process exit status of `tpelastic` for a finished agent).
 EXIT_OK = 0  # the local workers succeeded
 EXIT_WORKERS_FAILED = 1  # workers failed with no budget left, or the job failed elsewhere
@@ -36,6 +38,8 @@ def _nodes_ordered(instance: AgentConfig, _attribute: object, value: int) -> Non
 class AgentConfig:
     """What every agent of a job agrees on (the same spec runs on every node)."""
 
+    __repr__ = value_repr
+
     max_restarts: int = field(validator=validators.ge(0))
     min_nodes: int = field(validator=validators.ge(1))
     max_nodes: int = field(validator=_nodes_ordered)
@@ -46,6 +50,8 @@ class AgentConfig:
 @frozen(kw_only=True)
 class AgentState:
     """One agent's knowledge: where it is in the run and what its current world is."""
+
+    __repr__ = value_repr
 
     phase: AgentPhase = AgentPhase.INIT
     round: int = field(default=-1, validator=validators.ge(-1))  # -1: no round joined yet
