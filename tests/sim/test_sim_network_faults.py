@@ -5,6 +5,7 @@ still run form one round again (R9)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -142,4 +143,56 @@ def test_a_retried_join_after_a_lost_connection_rejoins_its_world() -> None:
     first = cluster.results()[0]
     assert first.world_size == 4  # n0 published a round with all four
     assert cluster.training_rounds() == {max(cluster.results())}
+    assert len([n for n in cluster.nodes.values() if n.status is Status.TRAINING]) == 4
+
+
+def _retrying_cluster(min_nodes: int, heartbeat_timeout: float) -> Cluster:
+    config = RendezvousConfig(
+        min_nodes=min_nodes,
+        max_nodes=4,
+        join_timeout=100_000.0,
+        last_call_timeout=LAST_CALL,
+        heartbeat_interval=INTERVAL,
+        heartbeat_timeout=heartbeat_timeout,
+    )
+    return Cluster(config=config, latency=0.2, retry_after=1.0)
+
+
+def test_a_join_cut_off_while_its_round_forms_takes_up_its_slot_again() -> None:
+    cluster = _retrying_cluster(min_nodes=4, heartbeat_timeout=TIMEOUT)
+    for i in range(3):
+        cluster.start(f"n{i}")
+    cluster.advance(1.0)  # n1 and n2 hold slots 1 and 2; the round waits for a fourth node
+    cluster.partition("n2")  # its wait fails; the agent retries 1 s later
+    cluster.advance(0.3)
+    cluster.heal("n2")
+    cluster.advance(2.0)
+    cluster.start("n3")
+    cluster.advance(20.0)
+    # The retry wrote its slot again instead of arriving anew: four arrivals, four members.
+    assert cluster.store[cluster.keys.arrivals(0)] == b"4"
+    assert cluster.results()[0].world_size == 4
+    assert cluster.training_rounds() == {0}
+
+
+@pytest.mark.parametrize(("heartbeat_timeout", "resumes"), [(5.0, True), (3.0, False)])
+def test_a_retried_join_resumes_its_world_only_if_its_heartbeats_held(
+    heartbeat_timeout: float, resumes: bool
+) -> None:
+    # n2 is cut off for 0.3 s just as round 0 completes with it; its beat of t=1 is lost and
+    # its retry comes at t=2. With a 5 s timeout its last good beat (t=0) is recent enough
+    # that no peer can find it dead: it takes up its place. With 3 s it is not (2 s margin):
+    # it re-forms its world (round 1), although nobody found it dead.
+    cluster = _retrying_cluster(min_nodes=2, heartbeat_timeout=heartbeat_timeout)
+    for i in range(4):
+        cluster.start(f"n{i}")
+    cluster.advance(1.0)
+    cluster.partition("n2")
+    cluster.advance(0.3)
+    cluster.heal("n2")
+    cluster.advance(20.0)
+    names = [(r.name, r.node) for r in cluster.records]
+    assert (("rendezvous.join_resumed", "n2") in names) is resumes
+    assert not any(name == "node.found_dead" for name, _ in names)
+    assert cluster.training_rounds() == ({0} if resumes else {1})
     assert len([n for n in cluster.nodes.values() if n.status is Status.TRAINING]) == 4

@@ -182,7 +182,9 @@ class Cluster(JoinDriver):
 
     def _tick(self, node: SimNode) -> None:
         node.ticking = False
-        if node.status not in (Status.JOINING, Status.TRAINING):
+        # An agent waiting to retry a join keeps its keep-alive running, as the real one does.
+        retrying = node.status is Status.FAILED and node.retry_pending
+        if node.status not in (Status.JOINING, Status.TRAINING) and not retrying:
             return
         node.last_beat = self.now
         if node.beating:
@@ -213,6 +215,11 @@ class Cluster(JoinDriver):
 
     def _heart_failing(self, node: SimNode) -> bool:
         return not node.beating or not self._reachable(node)
+
+    def _heartbeats_held(self, node: SimNode) -> bool:
+        # The adapter's rule (keep_alive_healthy): the last beat that landed is recent enough
+        # that no peer can have declared the node dead.
+        return self.now < self.fence_deadline(node)
 
     def _fence_if_due(self, node: SimNode) -> None:
         if node.status is Status.TRAINING and self._heart_failing(node):

@@ -29,7 +29,7 @@ from tpelastic.core.rendezvous.ops import (
     WaitEnded,
 )
 from tpelastic.core.rendezvous.records import RoundResult, decode_result
-from tpelastic.core.rendezvous.state import JoinRequested, JoinState
+from tpelastic.core.rendezvous.state import JoinRequested, JoinState, retry_request
 from tpelastic.core.sim.nodes import SimNode, SimRecord, Status
 from tpelastic.core.sim.queue import EventQueue, SimulationStuck
 from tpelastic.core.sim.store import SimStore
@@ -113,6 +113,10 @@ class JoinDriver:
     def _heart_failing(self, node: SimNode) -> bool:
         return False
 
+    def _heartbeats_held(self, node: SimNode) -> bool:
+        """No peer can have found the node dead yet (what a retried join tells the core)."""
+        return True
+
     def _fence_if_due(self, node: SimNode) -> None:
         """A node just completed a round: it must not train if its heartbeats fail."""
 
@@ -183,17 +187,29 @@ class JoinDriver:
     # --- driving the join machine --------------------------------------------------------------
 
     def _begin_join(self, node: SimNode, reason: str, from_round: int | None) -> None:
-        self._set_status(node, Status.JOINING, None)
-        self._drop_wait(node)
-        node.gen += 1
-        node.ring = FRESH_RING
-        self._note(node, "rendezvous.join_started", "", reason=reason, from_round=from_round)
         event = JoinRequested(
             run_id=self.keys.run_id,
             node=node.name,
             now=self.now,
             from_round=from_round,
             reason=reason,
+        )
+        self._start_join(node, event)
+
+    def _retry_join(self, node: SimNode, lost: JoinState) -> None:
+        """Retry ``lost`` as the real driver does: the retry takes up the place the node holds
+        (R12) and says whether its heartbeats held meanwhile."""
+        held = self._heartbeats_held(node)
+        self._start_join(node, retry_request(lost, now=self.now, heartbeats_held=held))
+
+    def _start_join(self, node: SimNode, event: JoinRequested) -> None:
+        node.retry_pending = False
+        self._set_status(node, Status.JOINING, None)
+        self._drop_wait(node)
+        node.gen += 1
+        node.ring = FRESH_RING
+        self._note(
+            node, "rendezvous.join_started", "", reason=event.reason, from_round=event.from_round
         )
         node.join = FRESH_JOIN
         self._arm_tick(node)
@@ -281,14 +297,15 @@ class JoinDriver:
     def _connection_lost(self, node: SimNode) -> None:
         """What the real driver does when the store fails mid-join: the join ends with a
         connection error; the agent then retries later or exits."""
-        reason, from_round = node.join.reason, node.join.from_round
+        lost = node.join  # a phase that sent a store request: neither idle nor over
         self._join_failed(node, "connection: the store could not be reached")
         if self.retry_after is not None:
             gen = node.gen
+            node.retry_pending = True
 
             def retry() -> None:
                 if node.gen == gen and node.status is Status.FAILED:
-                    self._begin_join(node, reason, from_round)
+                    self._retry_join(node, lost)
 
             self.queue.schedule(self.now + self.retry_after, retry)
 

@@ -56,3 +56,5 @@ class SimNode:
     wait_timer: int = 0
     wake_due: bool = False
     ticking: bool = False
+    # The node's join lost the store and the agent retries it later (it keeps beating meanwhile).
+    retry_pending: bool = False
