@@ -6,9 +6,12 @@ heartbeat loss, store outage, partition of a node, close). A :class:`Scenario` d
 as data (``load_scenario`` reads one from TOML or JSON); :func:`run_scenario` simulates it and
 returns a :class:`SimReport` (summary and trace); ``write_trace`` and ``plot_timeline`` turn that
 into the launcher's event stream and a picture. :func:`explore` checks every interleaving of a
-small configuration against the invariants of ``specs/rendezvous_join.md``.
+small configuration against the invariants of ``specs/rendezvous_join.md``. Wrap runs of
+thousands of nodes in ``with collector_paused():`` (Python's cyclic garbage collector, which
+such runs pay for and do not need).
 """
 
+from tpelastic.adapters.sim.collector import collector_paused
 from tpelastic.adapters.sim.plot import PlotUnavailable, plot_timeline
 from tpelastic.adapters.sim.scenario_file import load_scenario
 from tpelastic.adapters.sim.trace import record_to_event, write_trace
@@ -56,6 +59,7 @@ __all__ = [
     "SimulationStuck",
     "SplitMix64",
     "Status",
+    "collector_paused",
     "load_scenario",
     "plot_timeline",
     "record_to_event",

@@ -1,4 +1,5 @@
-"""adapters/sim/collector.py: the collector is paused inside the block and restored after."""
+"""adapters/sim/collector.py: the collector is paused inside the block and restored after;
+``tpelastic sim`` pauses it for big runs."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import gc
 
 import pytest
 
+from tpelastic import sim
 from tpelastic.adapters.sim.collector import collector_paused
-from tpelastic.sim import Cluster, RendezvousConfig
+from tpelastic.cli.sim import BIG_RUN_NODES, simulate
+from tpelastic.sim import Cluster, RendezvousConfig, scenario_from_dict
 
 
 def test_the_collector_is_paused_in_the_block_and_restored_after_even_on_error() -> None:
@@ -51,3 +54,36 @@ def _drive(cluster: Cluster) -> None:
     cluster.advance(3.0)
     cluster.crash("n7")
     cluster.advance(10.0)
+
+
+def _collections_during(nodes: int) -> int:
+    """How many collector passes ran while ``tpelastic sim``'s runner simulated ``nodes``."""
+    scenario = scenario_from_dict(
+        {"nodes": nodes, "min_nodes": nodes, "max_nodes": nodes, "duration": 2.0}
+    )
+    passes: list[str] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            passes.append(phase)
+
+    gc.callbacks.append(count)
+    try:
+        report = simulate(scenario)
+    finally:
+        gc.callbacks.remove(count)
+    assert report.summary.rounds and report.summary.rounds[0].world_size == nodes
+    return len(passes)
+
+
+def test_the_sim_command_runs_big_scenarios_without_the_collector() -> None:
+    assert gc.isenabled()
+    # At most the one pass that turning it back on at the end of the run sets off.
+    assert _collections_during(BIG_RUN_NODES) <= 1
+    assert gc.isenabled()
+    # Just below the threshold the collector runs all along (dozens of passes).
+    assert _collections_during(BIG_RUN_NODES - 1) > 10
+
+
+def test_the_public_face_exports_collector_paused() -> None:
+    assert sim.collector_paused is collector_paused and "collector_paused" in sim.__all__
