@@ -14,7 +14,6 @@ import queue
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -25,8 +24,7 @@ from tpelastic.adapters.workers.errorfile import read_error_file
 from tpelastic.adapters.workers.logs import RankFiles
 from tpelastic.adapters.workers.tee import StreamPump
 from tpelastic.adapters.workers.tree import kill_trees
-
-_WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
+from tpelastic.adapters.workers.watchdog import command as watchdog_command
 
 _START_TIMEOUT = 120.0
 
@@ -191,7 +189,7 @@ class PContext(abc.ABC):
             # children, and a worker has none in the moment before the watchdog is up (the
             # worker itself already carries the parent-death signal).
             self._watchdog = subprocess.Popen(
-                [sys.executable, "-I", "-S", _WATCHDOG, str(os.getpid())],
+                watchdog_command(os.getpid()),
                 stdin=subprocess.PIPE,
                 start_new_session=True,
             )
