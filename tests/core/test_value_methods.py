@@ -1,13 +1,14 @@
-"""``value_repr``: the repr attrs would generate, without attrs compiling one per class.
+"""``value_repr``, ``value_eq``, ``value_hash``: attrs' methods, without attrs compiling them.
 
-The value classes on the launch path use it to save attrs' per-class compile (issue 5); these
-tests hold its output to attrs' own, field for field, on the real classes and on the cases attrs
-treats specially (a field left out of the repr, a field with its own repr, a class made in a
-function).
+The value classes on the launch path use them to save attrs' per-class compile (issue 5); these
+tests hold them to attrs' own, on the real classes and on the cases attrs treats specially (a
+field left out of the repr or of equality, a field with its own repr or ``eq_key``, a class made
+in a function, another class with the same fields).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 import attrs
@@ -15,7 +16,7 @@ import pytest
 from attrs import field, frozen
 
 from tpelastic.core.agent.states import AgentConfig, AgentState
-from tpelastic.core.values import Emit, Rejected, value_repr
+from tpelastic.core.values import Emit, Rejected, value_eq, value_hash, value_repr
 
 # Modules whose every attrs class takes ``value_repr`` (the launch path's, in this area).
 MODULES = (
@@ -37,15 +38,24 @@ MODULES = (
 )
 
 
-def attrs_own_repr(value: object) -> str:
-    """What attrs' generated repr prints for ``value``: a twin class with attrs' repr."""
+@functools.cache
+def _twin_class(cls: type) -> type:
+    fields = {
+        a.name: attrs.field(repr=a.repr, eq=a.eq_key or a.eq, hash=a.hash)
+        for a in attrs.fields(cls)
+    }
+    return attrs.make_class(cls.__name__, fields, frozen=True)
+
+
+def attrs_twin(value: object) -> object:
+    """``value`` as an instance of a twin class with attrs' generated methods."""
     cls = type(value)
-    twin = attrs.make_class(
-        cls.__name__,
-        {a.name: attrs.field(repr=a.repr) for a in attrs.fields(cls)},
-        frozen=True,
-    )
-    return repr(twin(*(getattr(value, a.name) for a in attrs.fields(cls))))
+    return _twin_class(cls)(*(getattr(value, a.name) for a in attrs.fields(cls)))
+
+
+def attrs_own_repr(value: object) -> str:
+    """What attrs' generated repr prints for ``value``."""
+    return repr(attrs_twin(value))
 
 
 @pytest.mark.parametrize(
@@ -95,3 +105,44 @@ def test_launch_path_value_classes_take_value_repr(name):
     ]
     assert classes
     assert [c.__name__ for c in classes if c.__dict__.get("__repr__") is not value_repr] == []
+    # Identity equality stays where a class asked for it (WorkerSpec: eq=False).
+    compared = [c for c in classes if c.__eq__ is not object.__eq__]
+    assert [c.__name__ for c in compared if c.__dict__.get("__eq__") is not value_eq] == []
+    assert [c.__name__ for c in compared if c.__dict__.get("__hash__") is not value_hash] == []
+
+
+def test_eq_and_hash_agree_with_attrs():
+    @frozen(kw_only=True)
+    class Local:
+        __repr__ = value_repr
+        __eq__ = value_eq
+        __hash__ = value_hash
+
+        a: int
+        ignored: str = field(default="", eq=False)
+        folded: str = field(default="x", eq=str.lower)
+
+    @frozen(kw_only=True)
+    class Other:
+        a: int
+        ignored: str = ""
+        folded: str = "x"
+
+    pairs = [
+        (Local(a=1), Local(a=1)),
+        (Local(a=1, ignored="p"), Local(a=1, ignored="q")),  # left out of equality
+        (Local(a=1, folded="X"), Local(a=1, folded="x")),  # compared through eq_key
+        (Local(a=1), Local(a=2)),
+        (Local(a=1, folded="X"), Local(a=1, folded="y")),
+        (AgentState(), AgentState(round=3)),
+        (AgentState(round=3), AgentState(round=3)),
+    ]
+    for left, right in pairs:
+        assert (left == right) == (attrs_twin(left) == attrs_twin(right))
+        assert (left != right) == (attrs_twin(left) != attrs_twin(right))
+        if left == right:
+            assert hash(left) == hash(right)
+    assert Local(a=1) != Other(a=1) and value_eq(Local(a=1), Other(a=1)) is NotImplemented
+    assert len({AgentState(), AgentState(), AgentState(round=1)}) == 2
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        Local(a=1).a = 2  # type: ignore[misc]

@@ -22,7 +22,7 @@ import enum
 from attrs import evolve, field, frozen, validators
 
 from tpelastic.core.table import Row, Step, build_table
-from tpelastic.core.values import Instant, value_repr
+from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
 
 
 def next_restart_count(prev: int, failure_reported: bool) -> int:
@@ -75,6 +75,8 @@ class BudgetPhase(enum.Enum):
 @frozen(kw_only=True)
 class BudgetConfig:
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     max_restarts: int = field(validator=validators.ge(0))
 
@@ -84,6 +86,8 @@ class BudgetState:
     """One node's view of the job's budget."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     phase: BudgetPhase = BudgetPhase.AVAILABLE
     # The count of the last round this node took part in; never decreases.
@@ -106,6 +110,8 @@ class RoundAgreed:
     """A rendezvous round this node is part of completed with this job-wide restart count."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     restart_count: int = field(validator=validators.ge(0))
@@ -116,6 +122,8 @@ class FailureReported:
     """A worker failure on this node asks for a restart."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
 
@@ -125,6 +133,8 @@ class MembershipChanged:
     """A node joined, left or died: the world re-forms without spending budget."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     reason: str = "membership"
@@ -140,6 +150,8 @@ class RequestRestart:
     """Effect: rejoin the rendezvous reporting a failure (the next round spends one unit)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     restart_count: int  # the count the failed attempt ran with
 
@@ -149,6 +161,8 @@ class RequestRerendezvous:
     """Effect: rejoin the rendezvous without reporting a failure (nothing is spent)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     reason: str
 
@@ -158,6 +172,8 @@ class FailJob:
     """Effect: the job cannot restart again and must fail."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     reason: str
     restart_count: int

@@ -31,7 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 from attrs import evolve, field, frozen
 
-from tpelastic.core.values import Rejected, value_repr
+from tpelastic.core.values import Rejected, value_eq, value_hash, value_repr
 
 
 class InvalidTransition(Exception):
@@ -53,6 +53,8 @@ class Row:
     """One transition: ``src --on [guard] / action--> dst``."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     src: enum.Enum
     on: type
@@ -67,6 +69,8 @@ class Step(Generic[S]):
     """What every step function returns: the next state and the effects to carry out, in order."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     state: S
     effects: tuple[object, ...] = field(default=())
@@ -92,6 +96,8 @@ class Table:
     """
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     name: str
     phases: type[enum.Enum]

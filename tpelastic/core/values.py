@@ -44,6 +44,40 @@ def value_repr(self: object) -> str:
     return f"{cls.__qualname__.rsplit('>.', 1)[-1]}({', '.join(parts)})"
 
 
+def value_eq(self: object, other: object) -> bool:
+    """The ``__eq__`` attrs would generate: same class, and equal fields (those with ``eq``).
+
+    Set as ``__eq__ = value_eq`` with ``__hash__ = value_hash`` for the reason given in
+    ``value_repr``: attrs then compiles neither (another 0.1 ms per class at import). A field's
+    ``eq_key`` is applied as attrs does; another class gives ``NotImplemented``.
+    """
+    if other.__class__ is not self.__class__:
+        return NotImplemented  # type: ignore[no-any-return]
+    for attribute in self.__attrs_attrs__:  # type: ignore[attr-defined]
+        if not attribute.eq:
+            continue
+        mine, theirs = getattr(self, attribute.name), getattr(other, attribute.name)
+        if attribute.eq_key is not None:
+            mine, theirs = attribute.eq_key(mine), attribute.eq_key(theirs)
+        if not mine == theirs:
+            return False
+    return True
+
+
+def value_hash(self: object) -> int:
+    """The ``__hash__`` that goes with ``value_eq``: the class and the fields it compares.
+
+    Like attrs', equal values hash alike and the number differs from process to process.
+    """
+    cls = type(self)
+    parts: list[object] = [cls.__module__, cls.__qualname__]
+    for attribute in cls.__attrs_attrs__:  # type: ignore[attr-defined]
+        if attribute.hash is True or (attribute.hash is None and attribute.eq is True):
+            value = getattr(self, attribute.name)
+            parts.append(value if attribute.eq_key is None else attribute.eq_key(value))
+    return hash(tuple(parts))
+
+
 def _positive(_instance: object, attribute: object, value: float) -> None:
     if not value > 0:
         name = getattr(attribute, "name", "value")
@@ -59,6 +93,8 @@ class Rejected:
     """
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     machine: str
     phase: str
@@ -71,6 +107,8 @@ class Emit:
     """Effect: tell the outside world something happened (log line, event record, metric)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     name: str
     fields: tuple[tuple[str, object], ...] = field(default=())
@@ -79,4 +117,14 @@ class Emit:
         return dict(self.fields)
 
 
-__all__ = ["Duration", "Emit", "Instant", "NodeId", "Rejected", "_positive", "value_repr"]
+__all__ = [
+    "Duration",
+    "Emit",
+    "Instant",
+    "NodeId",
+    "Rejected",
+    "_positive",
+    "value_eq",
+    "value_hash",
+    "value_repr",
+]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from attrs import evolve, field, frozen, validators
 
 from tpelastic.core.table import Row, Step, build_table
-from tpelastic.core.values import Instant, value_repr
+from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
 
 
 class WorkerState(enum.Enum):
@@ -53,6 +53,8 @@ class Worker:
     """One worker slot: its ranks (fixed for the slot's life) and what is known of its process."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     world_size: int = field(validator=validators.ge(1))
     role_world_size: int = field(validator=validators.ge(1))
@@ -75,6 +77,8 @@ class WorkerStarted:
     """The worker's process is running with this pid."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     pid: int = field(validator=validators.ge(1))
@@ -85,6 +89,8 @@ class WorkerExited:
     """The worker's process exited with ``exitcode`` (and ``signal`` if a signal ended it)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     exitcode: int
@@ -96,6 +102,8 @@ class ProgressStalled:
     """No progress was seen from the worker for longer than the hang limit."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
 
@@ -105,6 +113,8 @@ class ProgressResumed:
     """A stalled worker made progress again."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
 
@@ -114,6 +124,8 @@ class WorkerStopped:
     """The worker was stopped on the agent's order (its exit status is not a verdict)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
 
@@ -123,6 +135,8 @@ class WorkerLost:
     """The worker's process vanished and no exit status could be collected (yet)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
 

@@ -24,7 +24,7 @@ from attrs import evolve, field, frozen, validators
 
 from tpelastic.core import worker as w
 from tpelastic.core.table import Guard, InvalidTransition, Row, Step, build_table
-from tpelastic.core.values import Emit, Instant, Rejected, value_repr
+from tpelastic.core.values import Emit, Instant, Rejected, value_eq, value_hash, value_repr
 from tpelastic.core.worker import Worker, WorkerState
 
 WS = WorkerState
@@ -65,6 +65,8 @@ class WorkerGroup:
     """The spec-level facts of one role's workers on one node for one attempt."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     role: str = field(validator=validators.min_len(1))
     local_world_size: int = field(validator=validators.ge(1))
@@ -121,6 +123,8 @@ class WorkerEvent:
     """One worker machine event about the worker at ``local_rank``."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     local_rank: int
     event: w.WorkerEventT
@@ -135,6 +139,8 @@ class GroupStarted:
     """The whole group was started at once: ``pids[i]`` runs local rank ``i``."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     pids: tuple[int, ...]
@@ -145,6 +151,8 @@ class GroupStopped:
     """Every still-live worker of the group was stopped on the agent's order."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     reason: str
@@ -160,6 +168,8 @@ class WorkerFailure:
     """One failed worker: the facts a failure report needs."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     local_rank: int
     global_rank: int
@@ -174,6 +184,8 @@ class GroupFailed:
     """Effect: the group failed; ``failures`` holds every failure so far, earliest first."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     role: str
     round: int
@@ -185,6 +197,8 @@ class GroupSucceeded:
     """Effect: every worker of the group exited with code 0."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     role: str
     round: int

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
-from tpelastic.core.values import value_repr
+from tpelastic.core.values import value_eq, value_hash, value_repr
 from tpelastic.core.worker_group import make_group
 
 
@@ -17,6 +17,8 @@ class RoundFacts:
     """The facts of one completed round that the workers' environment needs."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     round: int
     group_rank: int

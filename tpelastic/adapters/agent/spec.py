@@ -9,7 +9,7 @@ from typing import Any
 from attrs import field, frozen, validators
 
 from tpelastic.adapters.workers.api import ProcessFailure, Std
-from tpelastic.core.values import value_repr
+from tpelastic.core.values import value_eq, value_hash, value_repr
 from tpelastic.core.worker import WorkerState
 
 DEFAULT_EXIT_BARRIER_TIMEOUT = 300.0
@@ -128,6 +128,8 @@ class RunResult:
     """
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     state: WorkerState
     exit_code: int

@@ -9,7 +9,7 @@ from attrs import field, frozen, validators
 
 from tpelastic.adapters.rendezvous.parameters import parse_endpoint
 from tpelastic.adapters.workers.api import Std
-from tpelastic.core.values import value_repr
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 START_METHODS = ("spawn", "fork", "forkserver")
 
@@ -83,6 +83,8 @@ class LaunchConfig:
     """
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     min_nodes: int = field(validator=_int_at_least(1))
     max_nodes: int = field(validator=_int_at_least(1))

@@ -23,7 +23,7 @@ from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.stores.errors import StoreUnavailable
-from tpelastic.core.values import value_repr
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 
 @frozen(kw_only=True)
@@ -37,6 +37,8 @@ class OpenedStore:
     """
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     store: KeyValueStore
     is_host: bool

@@ -25,7 +25,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from tpelastic.core.values import value_repr
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 DEFAULT_PORT = 29400
 STORE_TYPES = ("tcp", "file", "tensorplay")
@@ -49,6 +49,8 @@ class RendezvousTimeout:
     """
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     join: float = field(default=600.0, validator=_positive)
     last_call: float = field(default=30.0, validator=_positive)

@@ -14,7 +14,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from tpelastic.core.values import value_repr
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 
 class WorkerStartError(ValueError):
@@ -120,6 +120,8 @@ class ProcessFailure:
     """
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     local_rank: int
     pid: int
@@ -171,6 +173,8 @@ class RunProcsResult:
     """
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     return_values: dict[int, Any] = field(factory=dict)
     failures: dict[int, ProcessFailure] = field(factory=dict)

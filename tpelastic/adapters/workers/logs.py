@@ -21,7 +21,7 @@ import tempfile
 from attrs import field, frozen
 
 from tpelastic.adapters.workers.api import Std, WorkerStartError, to_map
-from tpelastic.core.values import value_repr
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 
 @frozen(kw_only=True)
@@ -29,6 +29,8 @@ class RankFiles:
     """The files of one local rank. ``stdout``/``stderr`` are "" when that stream is inherited."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     local_rank: int
     folder: str
@@ -53,6 +55,8 @@ class LogsSpecs:
     """
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     log_dir: str | None = None
     redirects: Std | int | str | dict[int, Std] = Std.NONE

@@ -23,7 +23,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from tpelastic.core.values import value_repr
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 
 class SignalAction(enum.Enum):
@@ -66,6 +66,8 @@ class SignalPolicy:
     """
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     actions: Mapping[signal.Signals, SignalAction] = field(factory=_default_actions)
     forward_to_group: bool = False

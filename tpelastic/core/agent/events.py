@@ -11,7 +11,7 @@ from typing import Literal
 
 from attrs import field, frozen, validators
 
-from tpelastic.core.values import Duration, Instant, value_repr
+from tpelastic.core.values import Duration, Instant, value_eq, value_hash, value_repr
 from tpelastic.core.worker_group import WorkerFailure
 
 Outcome = Literal["succeeded", "failed"]
@@ -23,6 +23,8 @@ RendezvousFailureKind = Literal["timeout", "closed", "connection"]
 @frozen(kw_only=True)
 class AgentStarted:
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
 
@@ -32,6 +34,8 @@ class RoundCompleted:
     """A rendezvous round this node joined completed; these are its facts for this node."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     round: int = field(validator=validators.ge(0))
@@ -45,6 +49,8 @@ class RendezvousFailed:
     """The world could not be formed."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     reason: str
@@ -58,6 +64,8 @@ class WorkersSucceeded:
     """Every local worker of the current attempt exited with code 0."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
 
@@ -67,6 +75,8 @@ class WorkersFailed:
     """Local workers failed; ``failures`` is ordered earliest first (the root cause first)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     failures: tuple[WorkerFailure, ...] = field(validator=validators.min_len(1))
@@ -77,6 +87,8 @@ class WorkerStuck:
     """A local worker made no progress for ``idle_for`` seconds (a hang)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     local_rank: int = field(validator=validators.ge(0))
@@ -88,6 +100,8 @@ class NodesWaiting:
     """``count`` nodes are waiting to join the next round."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     count: int = field(validator=validators.ge(0))
@@ -98,6 +112,8 @@ class NextRoundOpened:
     """A peer opened round ``round``: this node is fenced out of the world it is in."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     round: int = field(validator=validators.ge(0))
@@ -109,6 +125,8 @@ class ExitBarrierPassed:
     """Every node of the round reached the exit barrier."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
 
@@ -118,6 +136,8 @@ class ExitBarrierTimedOut:
     """Not every node reached the exit barrier in time."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
 
@@ -127,6 +147,8 @@ class RendezvousClosed:
     """The rendezvous was closed (by any node) with this outcome: the job is over."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     outcome: Outcome = field(validator=validators.in_(("succeeded", "failed")))
@@ -138,6 +160,8 @@ class SignalReceived:
     """The agent process received a terminating signal."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     now: Instant
     signum: int = field(validator=[validators.ge(1), validators.le(127)])
@@ -180,6 +204,8 @@ class JoinRendezvous:
     """Join the next round; ``failure`` reports a worker failure (the round spends one unit)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     failure: bool
 
@@ -189,6 +215,8 @@ class StartWorkers:
     """Start the local workers for this round's world."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     round: int
     group_rank: int
@@ -202,6 +230,8 @@ class StopWorkers:
     """Stop every local worker that is still running (idempotent)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     reason: str
 
@@ -211,6 +241,8 @@ class OpenNextRound:
     """Ask the rendezvous to open a new round after ``after_round`` (no budget is spent)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     reason: str
     after_round: int
@@ -221,6 +253,8 @@ class EnterExitBarrier:
     """Wait at the exit barrier of ``round`` for the other nodes."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     round: int
 
@@ -230,6 +264,8 @@ class LeaveRendezvous:
     """Leave gracefully: the others see a membership change; the rendezvous stays open."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     reason: str
 
@@ -239,6 +275,8 @@ class CloseRendezvous:
     """Close the rendezvous for every node: the job is over with ``outcome``."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     outcome: Outcome
     reason: str
@@ -249,6 +287,8 @@ class ReportFailure:
     """Report why this agent failed; ``failures`` (earliest first) when workers failed."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     reason: str
     exit_code: int

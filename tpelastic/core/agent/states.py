@@ -6,7 +6,7 @@ import enum
 
 from attrs import field, frozen, validators
 
-from tpelastic.core.values import value_repr
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 # Exit codes of an agent (the process exit status of `tpelastic` for a finished agent).
 EXIT_OK = 0  # the local workers succeeded
@@ -39,6 +39,8 @@ class AgentConfig:
     """What every agent of a job agrees on (the same spec runs on every node)."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     max_restarts: int = field(validator=validators.ge(0))
     min_nodes: int = field(validator=validators.ge(1))
@@ -52,6 +54,8 @@ class AgentState:
     """One agent's knowledge: where it is in the run and what its current world is."""
 
     __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     phase: AgentPhase = AgentPhase.INIT
     round: int = field(default=-1, validator=validators.ge(-1))  # -1: no round joined yet
