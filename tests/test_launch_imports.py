@@ -32,6 +32,13 @@ HEAVY_IN_AGENT = (
     "importlib.metadata",  # only for third-party rendezvous backends
     "secrets",
     "uuid",
+    # argparse asks shutil for the terminal width, and the default log folder came from
+    # tempfile (shutil, random): ~3 ms together; cli.run and workers.logs do both themselves.
+    "shutil",
+    "tempfile",
+    "random",
+    "bz2",
+    "lzma",
     "tpelastic.sim",
     "tpelastic.core.sim",
     "tpelastic.adapters.sim",
