@@ -42,11 +42,15 @@ def test_a_fired_wait_is_taken_once_and_waited_again_only_after() -> None:
         wait.change.set()  # the key stays present, as a store key does
         assert _until(watcher.take)
         assert watcher.take() is False  # once per firing
-        assert _until(lambda: wait.calls >= 2)  # taken: it waits again (and fires again)
+        time.sleep(0.3)
+        assert wait.calls == 1  # taken but not looked yet: it does not wait again
+        watcher.resume()
+        assert _until(lambda: wait.calls >= 2)  # looked: it waits again (and fires again)
+        assert _until(watcher.take)
         time.sleep(0.3)
         calls = wait.calls
         time.sleep(0.5)
-        assert wait.calls == calls  # not taken yet: it does not spin on the present key
+        assert wait.calls == calls  # not resumed: it does not spin on the present key
     finally:
         watcher.stop()
         assert watcher.join(5.0)

@@ -221,11 +221,16 @@ class SimpleElasticAgent(ElasticAgent):
         if not self._membership.healthy():
             reason = "keep-alive lost: this node stopped its workers (self-fencing)"
             return core.RendezvousFailed(now=now, reason=reason, kind="connection")
-        woken = self._watcher is not None and self._watcher.take()
+        watcher = self._watcher
+        woken = watcher is not None and watcher.take()
         if not woken and now < self._next_look:
             return None
         self._next_look = now + self._look_period()
-        return self._look(now, running=True)
+        try:
+            return self._look(now, running=True)
+        finally:
+            if woken and watcher is not None:
+                watcher.resume()
 
     def _look_period(self) -> float:
         if self._watcher is None:

@@ -51,12 +51,17 @@ class RoundWatcher:
         return self
 
     def take(self) -> bool:
-        """True once after each time the wait fired (the caller then looks); never blocks."""
+        """True once after each time the wait fired (the caller then looks, then calls
+        :meth:`resume`); never blocks."""
         if not self._fired.is_set():
             return False
         self._fired.clear()
-        self._taken.set()
         return True
+
+    def resume(self) -> None:
+        """The look after :meth:`take` is done: the thread may wait again (the handler now
+        leaves out a key the look has seen). Never blocks."""
+        self._taken.set()
 
     def stop(self) -> None:
         """Ask the thread to end; it ends when its current wait returns. Never blocks."""
@@ -92,6 +97,7 @@ class RoundWatcher:
             self._fired.set()
             # The key that fired stays present until the loop's look has seen it (the handler
             # then leaves it out); waiting again before would return at once, over and over.
+            # Bounded: a loop busy elsewhere (a join, the exit barrier) costs one wait per slice.
             self._taken.wait(self._slice)
 
 
