@@ -9,7 +9,7 @@ Worker exits are seen the moment they happen (``PContext.wait`` wakes on an exit
 looked at every 0.25 s while workers run; where the store holds a wait for any of several keys
 (our TCPStore) a watcher thread (:mod:`round_watch`) blocks in it and the loop looks at its next
 pass after the wait fires (within ``monitor_interval``), and the periodic look then only times
-the ring successor's heartbeat (every heartbeat interval, at most every 1 s).
+the ring successor's heartbeat (every heartbeat interval, at most every 0.25 s).
 """
 
 from __future__ import annotations
