@@ -62,13 +62,11 @@ WORKER = textwrap.dedent(
 
 AGENT = textwrap.dedent(
     """
-    import json, runpy, sys
+    import atexit, json, runpy, sys
     sys.argv = ["tpelastic.run", *sys.argv[1:]]
-    try:
-        runpy.run_module("tpelastic.run", run_name="__main__", alter_sys=True)
-    except SystemExit as end:
-        code = end.code
-    print("MODULES " + json.dumps({"code": code, "modules": sorted(sys.modules)}))
+    # The launch ends in os._exit (cli.main.finish), after the atexit handlers: list from one.
+    atexit.register(lambda: print("MODULES " + json.dumps(sorted(sys.modules))))
+    runpy.run_module("tpelastic.run", run_name="__main__", alter_sys=True)
     """
 )
 
@@ -91,7 +89,7 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     assert line, done.stderr[-2000:]
     agent = json.loads(line[0][len("MODULES ") :])
     workers = [json.loads((folder / str(rank)).read_text()) for rank in (0, 1)]
-    return {"code": agent["code"], "agent": agent["modules"], "workers": workers}
+    return {"code": done.returncode, "agent": agent, "workers": workers}
 
 
 def test_the_job_ran(launch):
