@@ -54,7 +54,9 @@ def test_every_interleaving_of_forming_the_first_round_keeps_the_invariants() ->
     found = explore(FORMING)
     assert found.counterexample is None, found.counterexample
     assert found.complete and found.rounds_reached >= 0
-    assert found.states > 10_000  # the search really branched
+    # The search really branched. (It reached over 10,000 states while a closer could publish
+    # past a counted arrival still writing its slot; the closer now waits for that slot.)
+    assert found.states > 500
 
 
 @pytest.mark.parametrize("fault", sorted(AFTER_FORMING))

@@ -329,15 +329,20 @@ def _collect(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Resu
 
 
 def _await_slots(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    keys = _collection(state, event, config).wait_keys
-    return state, (StoreWait(keys, min(state.deadline, event.now + config.heartbeat_interval)),)
+    verdict = _collection(state, event, config)
+    waiting = verdict.state if verdict.state is not None else state
+    until = min(state.deadline, event.now + config.heartbeat_interval)
+    if waiting.unwritten_since is not None:
+        until = min(until, waiting.unwritten_since + config.heartbeat_timeout)
+    return waiting, (StoreWait(verdict.wait_keys, until),)
 
 
 def _publish(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
     draft = _collection(state, event, config).result
     assert draft is not None
     key = state.keys.result(state.round_no)
-    return evolve(state, draft=draft), (StoreOps((SetIfAbsent(key, encode_result(draft)),)),)
+    published = evolve(state, draft=draft, unwritten_since=None)
+    return published, (StoreOps((SetIfAbsent(key, encode_result(draft)),)),)
 
 
 def _announce(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:

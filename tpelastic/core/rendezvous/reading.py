@@ -255,6 +255,17 @@ def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) 
     except (StateCorrupt, ValueError) as error:
         return Verdict(kind="corrupt", detail=str(error))
     chosen = choose_participants(infos, state.previous, config.max_nodes)
+    missing = tuple(
+        state.keys.slot(state.round_no, i) for i, raw in enumerate(raws[:-1]) if raw is None
+    )
+    if missing and len(chosen) < config.max_nodes and len(chosen) >= config.min_nodes:
+        # Enough to publish, but a counted arrival is still writing its slot: wait for it
+        # rather than leave a live node out of the round (bounded by the heartbeat timeout,
+        # after which it counts as having died between counting and writing).
+        since = state.unwritten_since if state.unwritten_since is not None else event.now
+        if event.now < min(state.deadline, since + config.heartbeat_timeout):
+            waiting = evolve(state, unwritten_since=since)
+            return Verdict(kind="unwritten", wait_keys=missing, state=waiting)
     if len(chosen) < config.min_nodes:
         # A slot counted but never written (its node died between taking and writing it) must
         # not hold the closer past the join deadline.
@@ -267,9 +278,6 @@ def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) 
                     f"{state.arrivals - len(infos)} arrival(s) never wrote their slot"
                 ),
             )
-        missing = tuple(
-            state.keys.slot(state.round_no, i) for i, raw in enumerate(raws[:-1]) if raw is None
-        )
         return Verdict(kind="unwritten", wait_keys=missing)
     restarts = state.previous.restart_count if state.previous else 0
     draft = RoundResult(

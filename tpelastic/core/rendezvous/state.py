@@ -82,6 +82,10 @@ class JoinState:
     # The adapter's word that this node's heartbeats kept landing, so no peer can have found it
     # dead: only then may it take up its place in a world that is still training.
     heartbeats_held: bool = True
+    # When this closer first found a counted arrival's slot unwritten (None: not yet). A node
+    # writes its slot right after counting itself, so the closer waits for it (up to the
+    # heartbeat timeout: longer means it died in between) rather than leave a live node out.
+    unwritten_since: Instant | None = None
 
     @property
     def is_closer(self) -> bool:
