@@ -89,3 +89,39 @@ def timed_steps(steps: int) -> tuple[int, str, int | None]:
         for _ in range(steps):
             last = progress.step()
     return int(os.environ["RANK"]), os.environ["TPELASTIC_TIMER_FILE"], last
+
+
+def two_tcp_nodes_with_a_crash(tmp_path: Path, run_id: str, events: Path) -> list[int]:
+    """Two agents on the tcp backend (one world of 2), both recording to ``events``; rank 1's
+    worker crashes once, so the job runs a second round. Returns both exit codes."""
+    port = free_port()
+    fast = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=30"
+    nodes = [
+        tpstart(
+            "--nnodes",
+            "2",
+            "--nproc-per-node",
+            "1",
+            "--rdzv-backend",
+            "tcp",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{port}",
+            "--rdzv-id",
+            run_id,
+            "--local-addr",
+            "127.0.0.1",
+            "--rdzv-conf",
+            fast,
+            "--max-restarts",
+            "1",
+            "--events-file",
+            str(events),
+            WORKER,
+            "--crash-rank",
+            "1",
+            log=tmp_path / f"node{i}.log",
+            standalone=False,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    return [finish(proc, timeout=90) for proc in nodes]

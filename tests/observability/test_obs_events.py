@@ -6,7 +6,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from obs_helpers import WORKER, finish, free_port, tprun, tpstart, wait_for
+from obs_helpers import WORKER, finish, tprun, tpstart, two_tcp_nodes_with_a_crash, wait_for
 
 from tpelastic.adapters.sinks.agent_trace import ReplayMismatch
 from tpelastic.core.agent import AgentPhase
@@ -72,37 +72,8 @@ def test_console_events_go_to_stderr(tmp_path: Path) -> None:
 
 
 def test_two_nodes_share_one_events_file_and_both_replay(tmp_path: Path) -> None:
-    path, port = tmp_path / "events.jsonl", free_port()
-    fast = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=30"
-    nodes = [
-        tpstart(
-            "--nnodes",
-            "2",
-            "--nproc-per-node",
-            "1",
-            "--rdzv-backend",
-            "tcp",
-            "--rdzv-endpoint",
-            f"127.0.0.1:{port}",
-            "--rdzv-id",
-            "obs-two",
-            "--local-addr",
-            "127.0.0.1",
-            "--rdzv-conf",
-            fast,
-            "--max-restarts",
-            "1",
-            "--events-file",
-            str(path),
-            WORKER,
-            "--crash-rank",
-            "1",
-            log=tmp_path / f"node{i}.log",
-            standalone=False,
-        )  # fmt: skip
-        for i in range(2)
-    ]
-    codes = [finish(proc, timeout=90) for proc in nodes]
+    path = tmp_path / "events.jsonl"
+    codes = two_tcp_nodes_with_a_crash(tmp_path, "obs-two", path)
     assert codes == [0, 0], [(tmp_path / f"node{i}.log").read_text()[-2000:] for i in range(2)]
     replayed = replay_agent_events(read_json_lines(path))
     assert len(replayed) == 2

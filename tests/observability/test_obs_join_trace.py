@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from obs_helpers import WORKER, finish, free_port, tpstart
+from obs_helpers import two_tcp_nodes_with_a_crash
 
 from tpelastic.adapters.rendezvous import driver
 from tpelastic.adapters.sinks.join_trace import (
@@ -117,37 +117,8 @@ def test_no_recorder_records_nothing(recorded: list[Event]) -> None:
 
 def test_R14_an_agent_run_records_its_joins_and_they_replay(tmp_path: Path) -> None:
     """Two real agents on the tcp backend, a worker crash, a second round: all joins replay."""
-    path, port = tmp_path / "events.jsonl", free_port()
-    fast = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=30"
-    nodes = [
-        tpstart(
-            "--nnodes",
-            "2",
-            "--nproc-per-node",
-            "1",
-            "--rdzv-backend",
-            "tcp",
-            "--rdzv-endpoint",
-            f"127.0.0.1:{port}",
-            "--rdzv-id",
-            "obs-joins",
-            "--local-addr",
-            "127.0.0.1",
-            "--rdzv-conf",
-            fast,
-            "--max-restarts",
-            "1",
-            "--events-file",
-            str(path),
-            WORKER,
-            "--crash-rank",
-            "1",
-            log=tmp_path / f"node{i}.log",
-            standalone=False,
-        )  # fmt: skip
-        for i in range(2)
-    ]
-    codes = [finish(proc, timeout=90) for proc in nodes]
+    path = tmp_path / "events.jsonl"
+    codes = two_tcp_nodes_with_a_crash(tmp_path, "obs-joins", path)
     assert codes == [0, 0], [(tmp_path / f"node{i}.log").read_text()[-2000:] for i in range(2)]
     events = read_json_lines(path)
     joins = replay_join_events(events)

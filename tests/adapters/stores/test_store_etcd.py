@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,14 +26,6 @@ from tpelastic.testing import store_contract as contract
 
 needs_etcd = pytest.mark.skipif(ETCD is None, reason=SKIP_REASON)
 _prefixes = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def etcd() -> Iterator[EtcdCluster]:
-    if ETCD is None:
-        pytest.skip(SKIP_REASON)
-    with etcd_cluster(1) as cluster:
-        yield cluster
 
 
 def _factory(cluster: EtcdCluster, timeout: float = 5.0) -> Callable[[], KeyValueStore]:

@@ -5,23 +5,13 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 
-import pytest
-from etcd_fixtures import ETCD, SKIP_REASON, EtcdCluster, etcd_cluster
+from etcd_fixtures import EtcdCluster
 
 from tpelastic.adapters.rendezvous.backends import supports_leases
 from tpelastic.adapters.stores.etcd import EtcdStore
 
 _prefixes = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def etcd() -> Iterator[EtcdCluster]:
-    if ETCD is None:
-        pytest.skip(SKIP_REASON)
-    with etcd_cluster(1) as cluster:
-        yield cluster
 
 
 def _pair(etcd: EtcdCluster) -> tuple[EtcdStore, EtcdStore]:
