@@ -16,6 +16,14 @@ import pytest
 from attrs import field, frozen
 
 from tpelastic.core.agent.states import AgentConfig, AgentState
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.liveness import LivenessTracker
+from tpelastic.core.rendezvous.membership import RoundWatch
+from tpelastic.core.rendezvous.ops import Get, JoinSucceeded, OpsDone, SetLeased
+from tpelastic.core.rendezvous.reading import Verdict
+from tpelastic.core.rendezvous.records import ClosedRecord, NodeInfo, RoundResult
+from tpelastic.core.rendezvous.state import JoinPhase, JoinRequested, JoinState
 from tpelastic.core.values import Emit, Rejected, value_eq, value_hash, value_repr
 
 # Modules whose every attrs class takes ``value_repr`` (the launch path's, in this area).
@@ -35,6 +43,15 @@ MODULES = (
     "tpelastic.adapters.launcher.config",
     "tpelastic.adapters.rendezvous.hosting",
     "tpelastic.adapters.rendezvous.parameters",
+    # The rendezvous core (join, ranks and resuming hold no classes): imported before a worker.
+    "tpelastic.core.rendezvous.config",
+    "tpelastic.core.rendezvous.keys",
+    "tpelastic.core.rendezvous.liveness",
+    "tpelastic.core.rendezvous.membership",
+    "tpelastic.core.rendezvous.ops",
+    "tpelastic.core.rendezvous.reading",
+    "tpelastic.core.rendezvous.records",
+    "tpelastic.core.rendezvous.state",
 )
 
 
@@ -146,3 +163,98 @@ def test_eq_and_hash_agree_with_attrs():
     assert len({AgentState(), AgentState(), AgentState(round=1)}) == 2
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         Local(a=1).a = 2  # type: ignore[misc]
+
+
+def _rendezvous_pairs() -> list[tuple[object, object]]:
+    """Pairs of rendezvous values, equal and not, including the fields attrs treats specially."""
+    node = NodeInfo(node="a", addr="h:1", prev_round=0, prev_rank=0)
+    result = RoundResult(round_no=2, participants=(node, NodeInfo(node="b")), closer="a")
+    tracker = LivenessTracker().observe("a", 3, 1.0)
+    state = JoinState(
+        phase=JoinPhase.GATHERING, keys=RunKeys("r"), node=node, round_no=2, previous=result
+    )
+    return [
+        (node, NodeInfo(node="a", addr="h:1", prev_round=0, prev_rank=0)),
+        (node, NodeInfo(node="a", addr="h:2", prev_round=0, prev_rank=0)),
+        # ``_ranks`` (eq=False, hash=False, repr=False) is built from ``participants``.
+        (result, RoundResult(round_no=2, participants=result.participants, closer="a")),
+        (result, RoundResult(round_no=2, participants=result.participants, closer="b")),
+        (ClosedRecord(outcome="done"), ClosedRecord(outcome="done", reason="x")),
+        (RunKeys("r"), RunKeys("r")),
+        (Get("k"), Get("k")),
+        (Get("k"), Get("j")),
+        (SetLeased("k", b"1", 2.0), SetLeased("k", b"1", 2.0)),
+        (OpsDone(replies=(b"x", 3, None), now=1.5), OpsDone(replies=(b"x", 3, None), now=1.5)),
+        (JoinSucceeded(result=result, rank=0), JoinSucceeded(result=result, rank=1)),
+        (
+            RoundWatch(closed=None, next_opened="n", waiting=1),
+            RoundWatch(closed=None, next_opened="n", waiting=1),
+        ),
+        (RendezvousConfig(min_nodes=1, max_nodes=2), RendezvousConfig(min_nodes=1, max_nodes=2)),
+        (RendezvousConfig(min_nodes=1, max_nodes=2), RendezvousConfig(min_nodes=1, max_nodes=3)),
+        (
+            JoinRequested(run_id="r", node="a", now=0.0),
+            JoinRequested(run_id="r", node="a", now=0.0),
+        ),
+        (Verdict(kind="wait", round_no=1), Verdict(kind="wait", round_no=1)),
+        (Verdict(kind="wait", result=result), Verdict(kind="wait", result=None)),
+        (tracker, LivenessTracker().observe("a", 3, 1.0)),
+        (tracker, LivenessTracker().observe("a", 3, 2.0)),
+        (
+            state,
+            JoinState(
+                phase=JoinPhase.GATHERING, keys=RunKeys("r"), node=node, round_no=2, previous=result
+            ),
+        ),
+        (
+            state,
+            JoinState(
+                phase=JoinPhase.GATHERING,
+                keys=RunKeys("r"),
+                node=node,
+                round_no=2,
+                previous=result,
+                liveness=tracker,
+            ),
+        ),
+        (
+            state,
+            JoinState(
+                phase=JoinPhase.COLLECTING,
+                keys=RunKeys("r"),
+                node=node,
+                round_no=2,
+                previous=result,
+            ),
+        ),
+    ]
+
+
+def _hash_or_error(value: object) -> object:
+    try:
+        return hash(value)
+    except TypeError as error:
+        return type(error)
+
+
+@pytest.mark.parametrize("pair", _rendezvous_pairs(), ids=lambda p: type(p[0]).__name__)
+def test_rendezvous_values_keep_attrs_repr_eq_and_hash(pair):
+    left, right = pair
+    for value in pair:
+        assert repr(value) == attrs_own_repr(value)
+    assert (left == right) == (attrs_twin(left) == attrs_twin(right))
+    assert (left != right) == (attrs_twin(left) != attrs_twin(right))
+    # Hashable exactly where attrs' hash is: a LivenessTracker (a dict inside) and so a
+    # JoinState were unhashable before and stay so; equal hashable values hash alike.
+    assert type(_hash_or_error(left)) is type(_hash_or_error(attrs_twin(left)))
+    if left == right and not isinstance(_hash_or_error(left), type):
+        assert hash(left) == hash(right)
+
+
+def test_join_state_compares_its_liveness_tracker_and_is_unhashable():
+    moved = JoinState(liveness=LivenessTracker().observe("a", 1, 0.0))
+    assert JoinState() == JoinState() and JoinState() != moved
+    assert moved == JoinState(liveness=LivenessTracker().observe("a", 1, 0.0))
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(JoinState())
+    assert hash(RoundResult(round_no=1)) == hash(RoundResult(round_no=1))

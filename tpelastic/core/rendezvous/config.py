@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
-from tpelastic.core.values import Duration, _positive
+from tpelastic.core.values import Duration, _positive, value_eq, value_hash, value_repr
 
 
 def _at_least_one(_instance: object, attribute: object, value: int) -> None:
@@ -29,6 +29,10 @@ class RendezvousConfig:
             is dead, at once, for every observer; otherwise (TCP, file stores) observers time a
             heartbeat counter on their own clocks. The adapter sets it from what the store can do.
     """
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     min_nodes: int = field(validator=_at_least_one)
     max_nodes: int = field(validator=_at_least_one)

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from tpelastic.core.values import value_eq, value_hash, value_repr
+
 SCHEMA_PREFIX = "tpelastic/v1"
 
 
 @frozen
 class RunKeys:
     """Key names for one run. ``run_id`` is used verbatim: keep it free of ``/``."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     run_id: str
 

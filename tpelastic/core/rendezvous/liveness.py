@@ -17,11 +17,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from attrs import evolve, field, frozen
 
 from tpelastic.core.rendezvous.records import decode_counter
-from tpelastic.core.values import Duration, Instant
+from tpelastic.core.values import Duration, Instant, value_eq, value_hash, value_repr
 
 
 @frozen(kw_only=True)
 class Sighting:
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
     counter: int
     since: Instant
 
@@ -29,6 +33,10 @@ class Sighting:
 @frozen(kw_only=True)
 class LivenessTracker:
     """Per-node last counter value and the observer's instant when it first saw that value."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     seen: Mapping[str, Sighting] = field(factory=dict)
 

@@ -25,6 +25,7 @@ from tpelastic.core.rendezvous.records import (
     encode_reason,
     encode_result,
 )
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 
 def leave_ops(keys: RunKeys, result: RoundResult, node: str, why: str = "left") -> tuple[Op, ...]:
@@ -83,6 +84,10 @@ def ring_successor(result: RoundResult, node: str) -> str | None:
 @frozen(kw_only=True)
 class RoundWatch:
     """What a member of round ``round_no`` learns from one look at the next round."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     closed: ClosedRecord | None
     next_opened: str | None

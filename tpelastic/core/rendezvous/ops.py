@@ -13,12 +13,16 @@ from typing import TypeAlias
 from attrs import frozen
 
 from tpelastic.core.rendezvous.records import RoundResult
-from tpelastic.core.values import Instant
+from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
 
 
 @frozen
 class Get:
     """Read a key; the reply is its bytes, or None when it does not exist."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     key: str
 
@@ -26,6 +30,10 @@ class Get:
 @frozen
 class Set:
     """Write a key only this node writes; the reply is None."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     key: str
     value: bytes
@@ -35,6 +43,10 @@ class Set:
 class Add:
     """Atomically add to a counter (absent counts as 0); the reply is the new value."""
 
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
     key: str
     amount: int
 
@@ -42,6 +54,10 @@ class Add:
 @frozen
 class SetIfAbsent:
     """Atomically create a key unless it exists; the reply is the value stored afterwards."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     key: str
     value: bytes
@@ -52,6 +68,10 @@ class SetLeased:
     """Write a key tied to this node's lease of ``ttl`` seconds, renewing the lease: the store
     deletes the key once ``ttl`` passes without another SetLeased (the driver owns the lease;
     only stores with leases get this op). The reply is None."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     key: str
     value: bytes
@@ -66,12 +86,20 @@ Reply: TypeAlias = bytes | int | None
 class StoreOps:
     """Effect: run ``ops`` in order and answer with one :class:`OpsDone`."""
 
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
     ops: tuple[Op, ...]
 
 
 @frozen
 class StoreWait:
     """Effect: block until all ``keys`` exist or until ``deadline``; answer with WaitEnded."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     keys: tuple[str, ...]
     deadline: Instant
@@ -81,6 +109,10 @@ class StoreWait:
 class OpsDone:
     """Event: the replies to the last :class:`StoreOps`, one per op, in order."""
 
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
     replies: tuple[Reply, ...]
     now: Instant
 
@@ -88,6 +120,10 @@ class OpsDone:
 @frozen(kw_only=True)
 class WaitEnded:
     """Event: the last :class:`StoreWait` ended; ``present`` says whether the keys all exist."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     present: bool
     now: Instant
@@ -97,6 +133,10 @@ class WaitEnded:
 class JoinSucceeded:
     """Effect (outcome): this node is rank ``rank`` of the completed round ``result``."""
 
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
     result: RoundResult
     rank: int
 
@@ -104,6 +144,10 @@ class JoinSucceeded:
 @frozen(kw_only=True)
 class JoinFailed:
     """Effect (outcome): the join ended without a round. ``kind`` is closed, timeout or corrupt."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     kind: str
     reason: str

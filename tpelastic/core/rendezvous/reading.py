@@ -27,12 +27,16 @@ from tpelastic.core.rendezvous.records import (
 )
 from tpelastic.core.rendezvous.state import JoinState
 from tpelastic.core.restart_budget import next_restart_count
-from tpelastic.core.values import Instant
+from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
 
 
 @frozen(kw_only=True)
 class Verdict:
     """What a batch of replies means. ``kind`` names it; the other fields carry its data."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     kind: str
     detail: str = ""

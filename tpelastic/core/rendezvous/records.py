@@ -14,6 +14,8 @@ from typing import Any
 
 from attrs import field, frozen
 
+from tpelastic.core.values import value_eq, value_hash, value_repr
+
 SCHEMA_VERSION = 1
 
 
@@ -28,6 +30,10 @@ class SchemaTooNew(StateCorrupt):
 @frozen(kw_only=True)
 class NodeInfo:
     """Who a node is. ``prev_rank`` is its rank in the round it comes from, for sticky ranks."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     node: str
     addr: str = ""
@@ -47,6 +53,10 @@ class RoundResult:
     Invariant: ``participants`` holds distinct node ids; a node's rank is its index.
     ``closed`` marks the placeholder result that a close writes so no later round can complete.
     """
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     round_no: int = field(validator=_nonneg)
     participants: tuple[NodeInfo, ...] = ()
@@ -76,6 +86,10 @@ class RoundResult:
 @frozen(kw_only=True)
 class ClosedRecord:
     """Why the rendezvous closed: a terminal outcome of the whole job."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     outcome: str
     reason: str = ""

@@ -9,7 +9,7 @@ from attrs import field, frozen
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LivenessTracker
 from tpelastic.core.rendezvous.records import NodeInfo, RoundResult
-from tpelastic.core.values import Instant
+from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
 
 
 class JoinPhase(enum.Enum):
@@ -54,6 +54,10 @@ class JoinState:
     ``pending`` holds the previous round's ranks the closer still waits for; None until this
     node first acts as a closer (only closers need it, and it costs O(previous world size)).
     """
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     phase: JoinPhase = JoinPhase.IDLE
     keys: RunKeys = RunKeys("")
@@ -102,6 +106,10 @@ class JoinRequested:
     join's, which the retry keeps) and ``heartbeats_held`` (False when its heartbeats may have
     failed long enough for a peer to find it dead).
     """
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     run_id: str
     node: str
