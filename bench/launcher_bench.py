@@ -24,6 +24,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,8 +40,15 @@ LAUNCHERS = {
 }
 
 
+# False with --installed: measure the tpelastic installed in this interpreter (a regular, not
+# editable, install: no import finder in site, as users get it), not the checkout.
+REPO_ON_PATH = True
+
+
 def env(**extra: str) -> dict[str, str]:
-    out = {**os.environ, "PYTHONPATH": str(REPO), "TPELASTIC_LOG_LEVEL": "WARNING", **extra}
+    out = {**os.environ, "TPELASTIC_LOG_LEVEL": "WARNING", **extra}
+    if REPO_ON_PATH:
+        out["PYTHONPATH"] = str(REPO)
     out.setdefault("OMP_NUM_THREADS", "1")
     # With PYTHONDONTWRITEBYTECODE set (as in some dev shells) every run compiles tpelastic from
     # source, which no installed copy does: measure what users get, with cached bytecode.
@@ -198,7 +206,16 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs per timing (median)")
     parser.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated")
     parser.add_argument("--no-recovery", action="store_true", help="skip recovery and RSS")
+    parser.add_argument(
+        "--installed",
+        action="store_true",
+        help="use the tpelastic installed in this interpreter, not the checkout",
+    )
     args = parser.parse_args()
+    if args.installed:
+        global REPO_ON_PATH
+        REPO_ON_PATH = False
+        os.chdir(tempfile.gettempdir())  # `python -m` puts the working folder on sys.path
     wanted = [n.strip() for n in args.launchers.split(",")]
     unknown = [n for n in wanted if n not in LAUNCHERS]
     if unknown:
