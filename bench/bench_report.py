@@ -139,36 +139,12 @@ def write_plot(results: list[Result], path: Path) -> None:
 
 
 def _plot_ops(axis: Any, impl: str, marker: str, done: list[Result], color: str) -> None:
-    xs = [r["size"] for r in done]
+    # Ours: a follower's and the closer's operations; anchors: the median and worst agent.
     if impl.startswith("ours"):
-        axis.plot(
-            xs,
-            [r["ops_follower_max"] for r in done],
-            marker=marker,
-            color=color,
-            label=f"{impl} follower",
-        )
-        axis.plot(
-            xs,
-            [r["ops_closer"] for r in done],
-            "--",
-            marker=marker,
-            color=color,
-            label=f"{impl} closer",
-        )
+        series = (("ops_follower_max", "-", "follower"), ("ops_closer", "--", "closer"))
     else:
-        axis.plot(
-            xs,
-            [r["ops_per_agent_median"] for r in done],
-            marker=marker,
-            color=color,
-            label=f"{impl} median",
-        )
-        axis.plot(
-            xs,
-            [r["ops_per_agent_max"] for r in done],
-            "--",
-            marker=marker,
-            color=color,
-            label=f"{impl} max",
-        )
+        series = (("ops_per_agent_median", "-", "median"), ("ops_per_agent_max", "--", "max"))
+    xs = [r["size"] for r in done]
+    for key, style, what in series:
+        ys = [r[key] for r in done]
+        axis.plot(xs, ys, style, marker=marker, color=color, label=f"{impl} {what}")
