@@ -62,8 +62,10 @@ def main() -> None:
     seen = {key: os.environ.get(key) for key in ENV_KEYS}
     record_ = {"rank": rank, "world": world, "sum": total.item(), "env": seen, "extra": unknown}
     name = f"r{os.environ['TPELASTIC_ROUND']}_rank{rank}_pid{os.getpid()}.json"
-    with open(os.path.join(args.out, name), "w") as out:
+    path = os.path.join(args.out, name)
+    with open(path + ".tmp", "w") as out:
         json.dump(record_, out)
+    os.replace(path + ".tmp", path)  # whole files only: the test polls the folder as we write
     print(f"worker rank {rank}/{world} restart {restart} sum {total.item()}", flush=True)
     dist.all_reduce(tp.tensor([0.0]))  # a barrier: every rank recorded before anyone crashes
     if restart < args.crash_until and rank == restart % world:
