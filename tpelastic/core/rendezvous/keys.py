@@ -75,6 +75,14 @@ class RunKeys:
         """The round's membership and ranks, set once by whichever closer wins."""
         return f"{self.round_prefix(round_no)}/result"
 
-    def work_prefix(self, round_no: int) -> str:
-        """Namespace for everything agents and workers write while the round trains."""
+    def work_prefix(self, round_no: int, attempt: int = 0) -> str:
+        """Namespace for everything agents and workers write while the round's ``attempt``
+        trains (attempt 0 is the round's first start; see attempt())."""
+        if attempt:
+            return f"{self.round_prefix(round_no)}/a{attempt}/work"
         return f"{self.round_prefix(round_no)}/work"
+
+    def attempt(self, round_no: int, attempt: int) -> str:
+        """Set once (first writer wins) when the round's members restart their workers in place
+        as ``attempt`` (1, 2, ...) after a worker failure, instead of forming a new round."""
+        return f"{self.round_prefix(round_no)}/attempt/{attempt}"
