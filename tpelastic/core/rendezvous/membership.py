@@ -92,16 +92,27 @@ class RoundWatch:
     closed: ClosedRecord | None
     next_opened: str | None
     waiting: int
+    # Why the round's next in-place attempt (see attempts.py) was opened; None while it is not.
+    next_attempt: str | None = None
 
 
-def watch_ops(keys: RunKeys, round_no: int) -> tuple[Op, ...]:
+def watch_ops(keys: RunKeys, round_no: int, attempt: int = 0) -> tuple[Op, ...]:
+    """One look at what ends the current world: a close, the next round opening, arrivals at
+    it, and the next in-place attempt of this round (for a member running ``attempt``)."""
     nxt = round_no + 1
-    return (Get(keys.closed()), Get(keys.opened(nxt)), Get(keys.arrivals(nxt)))
+    return (
+        Get(keys.closed()),
+        Get(keys.opened(nxt)),
+        Get(keys.arrivals(nxt)),
+        Get(keys.attempt(round_no, attempt + 1)),
+    )
 
 
 def read_watch(replies: Sequence[Reply]) -> RoundWatch:
     """Decode the replies to :func:`watch_ops`. Raises StateCorrupt on foreign bytes."""
-    closed, opened, arrivals = replies
+    closed, opened, arrivals, attempt = replies
+    if not (attempt is None or isinstance(attempt, bytes)):
+        raise StateCorrupt("attempt flag is not bytes")
     if not (closed is None or isinstance(closed, bytes)):
         raise StateCorrupt("closed flag is not bytes")
     if not (opened is None or isinstance(opened, bytes)):
@@ -112,4 +123,5 @@ def read_watch(replies: Sequence[Reply]) -> RoundWatch:
         closed=decode_closed(closed) if closed is not None else None,
         next_opened=decode_reason(opened) if opened is not None else None,
         waiting=decode_counter(arrivals),
+        next_attempt=decode_reason(attempt) if attempt is not None else None,
     )

@@ -248,7 +248,7 @@ class Cluster(JoinDriver):
     def _after_watch(
         self, node: SimNode, world: RoundResult, replies: tuple[Reply, ...], successor: str | None
     ) -> None:
-        seen = _read_watch(replies[:3])
+        seen = _read_watch(replies[:4])
         if seen.closed is not None:
             self._set_status(node, Status.FAILED, None)
             node.failure = f"closed: {seen.closed.outcome}"
@@ -257,7 +257,7 @@ class Cluster(JoinDriver):
         elif seen.waiting > 0 and world.world_size < self.config.max_nodes:
             self._begin_join(node, "scale_up", world.round_no)
         elif successor is not None:
-            beat = replies[3]
+            beat = replies[4]
             counter = decode_counter(beat if isinstance(beat, bytes) else None)
             node.ring = node.ring.observe(successor, counter, self.now)
             if node.ring.is_dead(successor, self.now, self.config.heartbeat_timeout):
