@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,89 +24,22 @@ from typing import TypeVar
 
 from tpelastic.adapters.stores import escaping, wire
 from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.adapters.stores.tcp_reader import (
+    PeerClosed,
+    Reader,
+    expect_ok,
+    read_present,
+    read_values,
+    status_then_field,
+)
 
 T = TypeVar("T")
-_U32 = struct.Struct("<I")
 # The longest single WAIT we send; longer waits are cut into slices (int64 ms is no limit, but
 # a wait far beyond any deadline only hides bugs).
 _WAIT_SLICE = 3600.0
 _POLL_FIRST, _POLL_MOST = 0.001, 0.05
 _CONNECT_PAUSE_FIRST, _CONNECT_PAUSE_MOST = 0.01, 0.5
 _IDLE_KEPT = 4
-
-
-class _PeerClosed(Exception):
-    """The server closed the connection before answering (sent: whether the request went out)."""
-
-
-class _Reader:
-    """Reads a reply from a blocking socket, never past ``deadline`` (time.monotonic)."""
-
-    __slots__ = ("sock", "deadline", "buf")
-
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
-        self.sock = sock
-        self.deadline = deadline
-        self.buf = bytearray()
-
-    def _left(self) -> float:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no answer in time")
-        return left
-
-    def _recv_into(self, view: memoryview) -> int:
-        self.sock.settimeout(self._left())
-        try:
-            got = self.sock.recv_into(view)
-        except ConnectionResetError:
-            got = 0  # a close with our request unread arrives as a reset
-        if not got:
-            raise _PeerClosed("the server closed the connection")
-        return got
-
-    def _fill(self, need: int) -> None:
-        while len(self.buf) < need:
-            chunk = bytearray(max(4096, need - len(self.buf)))
-            got = self._recv_into(memoryview(chunk))
-            self.buf += memoryview(chunk)[:got]
-
-    def byte(self) -> int:
-        self._fill(1)
-        value = self.buf[0]
-        del self.buf[:1]
-        return value
-
-    def field(self) -> bytes:
-        self._fill(4)
-        (size,) = _U32.unpack_from(self.buf)
-        if size > wire.MAX_FIELD:
-            raise wire.WireError(f"reply field of {size} bytes")
-        del self.buf[:4]
-        if len(self.buf) >= size:
-            value = bytes(self.buf[:size])
-            del self.buf[:size]
-            return value
-        # A large value (a round's result): read it straight into its own buffer; recv_into
-        # never reads past the field's end, so what follows stays on the socket.
-        out = bytearray(size)
-        have = len(self.buf)
-        out[:have] = self.buf
-        self.buf.clear()
-        view = memoryview(out)
-        while have < size:
-            have += self._recv_into(view[have:])
-        return bytes(out)
-
-
-def _status_then_field(reader: _Reader) -> bytes:
-    _expect_ok(reader.byte())
-    return reader.field()
-
-
-def _expect_ok(status: int) -> None:
-    if status != wire.OK:
-        raise wire.WireError(f"unexpected status {status}")
 
 
 class TcpStoreClient:
@@ -192,7 +124,7 @@ class TcpStoreClient:
         self,
         what: str,
         payload: bytes,
-        read: Callable[[_Reader], T],
+        read: Callable[[Reader], T],
         *,
         idempotent: bool,
         wait: float = 0.0,
@@ -206,11 +138,11 @@ class TcpStoreClient:
             sock, fresh = self._take(connect_by)
             try:
                 sock.sendall(payload)
-                result = read(_Reader(sock, deadline))
-            except _PeerClosed as error:
+                result = read(Reader(sock, deadline))
+            except PeerClosed as error:
                 self._give_back(sock, healthy=False)
                 if fresh or not idempotent:
-                    raise _PeerClosed(f"{self._where}: {what}: {error}") from None
+                    raise PeerClosed(f"{self._where}: {what}: {error}") from None
                 continue  # a stale pooled connection (server restarted): try a fresh one
             except (OSError, wire.WireError) as error:
                 self._give_back(sock, healthy=False)
@@ -230,20 +162,20 @@ class TcpStoreClient:
         self,
         what: str,
         payload: bytes,
-        read: Callable[[_Reader], T],
+        read: Callable[[Reader], T],
         *,
         idempotent: bool = True,
         wait: float = 0.0,
     ) -> T:
         try:
             return self._exchange(what, payload, read, idempotent=idempotent, wait=wait)
-        except _PeerClosed as error:
+        except PeerClosed as error:
             raise StoreUnavailable(str(error)) from None
 
     # -- the port -----------------------------------------------------------------------------
 
     def get(self, key: str) -> bytes | None:
-        def read(reader: _Reader) -> bytes | None:
+        def read(reader: Reader) -> bytes | None:
             status = reader.byte()
             return None if status == wire.MISSING else escaping.decode(reader.field())
 
@@ -251,11 +183,11 @@ class TcpStoreClient:
 
     def set(self, key: str, value: bytes) -> None:
         payload = wire.request(wire.SET, key.encode(), escaping.encode(value))
-        self._call(f"set {key!r}", payload, lambda r: _expect_ok(r.byte()))
+        self._call(f"set {key!r}", payload, lambda r: expect_ok(r.byte()))
 
     def add(self, key: str, amount: int) -> int:
         payload = wire.request(wire.ADD, key.encode(), wire.int64(int(amount)))
-        text = self._call(f"add {key!r}", payload, _status_then_field, idempotent=False)
+        text = self._call(f"add {key!r}", payload, status_then_field, idempotent=False)
         return int(text)
 
     def set_if_absent(self, key: str, value: bytes) -> tuple[bool, bytes]:
@@ -269,7 +201,7 @@ class TcpStoreClient:
         want = b"" if expected is None else escaping.encode(expected)
         payload = wire.request(wire.CAS, key.encode(), want, escaping.encode(value))
         before = self._call(
-            f"compare_and_set {key!r}", payload, _status_then_field, idempotent=False
+            f"compare_and_set {key!r}", payload, status_then_field, idempotent=False
         )
         if before == want:
             return True, bytes(value)
@@ -331,9 +263,9 @@ class TcpStoreClient:
             payload = wire.request(op, wire.pack_keys(wanted), wire.int64(math.ceil(slice_ * 1000)))
             try:
                 present = self._exchange(
-                    f"{what} {wanted!r}", payload, _present, idempotent=True, wait=slice_
+                    f"{what} {wanted!r}", payload, read_present, idempotent=True, wait=slice_
                 )
-            except _PeerClosed as error:
+            except PeerClosed as error:
                 self._learn_plain(error)
                 continue
             self._plain = False
@@ -352,10 +284,10 @@ class TcpStoreClient:
                 values = self._exchange(
                     "multi_get",
                     wire.request(wire.MULTI_GET, wire.pack_keys(wanted)),
-                    lambda r: _values(r, len(wanted)),
+                    lambda r: read_values(r, len(wanted)),
                     idempotent=True,
                 )
-            except _PeerClosed as error:
+            except PeerClosed as error:
                 self._learn_plain(error)
             else:
                 self._plain = False
@@ -385,7 +317,7 @@ class TcpStoreClient:
 
     # -- tensorplay's server ------------------------------------------------------------------
 
-    def _learn_plain(self, error: _PeerClosed) -> None:
+    def _learn_plain(self, error: PeerClosed) -> None:
         """The server hung up on a request of ours on a fresh connection: tensorplay's server
         does that for requests it does not know. A server that really went away fails the
         CHECK that follows with StoreUnavailable."""
@@ -395,7 +327,7 @@ class TcpStoreClient:
 
     def _check(self, keys: list[str]) -> bool:
         payload = wire.request(wire.CHECK, b"", wire.pack_keys(keys))
-        return self._call(f"wait_for {keys!r}", payload, _present)
+        return self._call(f"wait_for {keys!r}", payload, read_present)
 
     def _check_any(self, keys: list[str]) -> bool:
         return any(self._check([key]) for key in keys)
@@ -413,19 +345,6 @@ class TcpStoreClient:
 
     def __repr__(self) -> str:
         return f"TcpStoreClient({self._where}, closed={self._closed})"
-
-
-def _present(reader: _Reader) -> bool:
-    _expect_ok(reader.byte())
-    return reader.byte() == 0
-
-
-def _values(reader: _Reader, count: int) -> list[bytes | None]:
-    _expect_ok(reader.byte())
-    out: list[bytes | None] = []
-    for _ in range(count):
-        out.append(escaping.decode(reader.field()) if reader.byte() else None)
-    return out
 
 
 def connect(host: str, port: int, *, timeout: float = 60.0) -> TcpStoreClient:

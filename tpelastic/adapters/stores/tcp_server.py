@@ -18,70 +18,19 @@ import heapq
 import itertools
 import selectors
 import socket
-import struct
 import threading
 import time
-from collections import deque
 
 from tpelastic.adapters.stores import wire
 from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.adapters.stores.tcp_conn import Conn, Waiter, parse_request, reply_value
 
-# Requests and how many fields each carries.
-_FIELDS = {
-    wire.SET: 2,
-    wire.GET: 1,
-    wire.ADD: 2,
-    wire.HAS: 1,
-    wire.CAS: 3,
-    wire.DELETE: 1,
-    wire.CHECK: 2,
-    wire.NUM_KEYS: 0,
-    wire.WAIT: 2,
-    wire.MULTI_GET: 1,
-    wire.WAIT_ANY: 2,
-}
 _PRESENT = bytes([wire.OK, 0])
 _ABSENT = bytes([wire.OK, 1])
 _BACKLOG = 4096
 _RECV = 64 * 1024
-# Values at least this long are queued as they are, not copied into the reply buffer: a round's
-# result (O(N) bytes) goes to every member, which is most of the bytes this server sends.
-_BIG = 8192
 _SEND_BUFFERS = 256  # buffers handed to one sendmsg call (the OS limit is 1024)
 _ACCEPT_PAUSE = 0.1
-_U32 = struct.Struct("<I")
-
-
-class _Conn:
-    """One client connection: bytes not yet parsed, bytes not yet sent, a parked wait.
-
-    Replies collect in ``outbox`` (small pieces) and ``queue`` (whole buffers sent as they are,
-    so a large value is never copied in this process).
-    """
-
-    __slots__ = ("sock", "inbox", "outbox", "queue", "waiting", "closed", "writing")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.inbox = bytearray()
-        self.outbox = bytearray()
-        self.queue: deque[bytes | memoryview] = deque()
-        self.waiting: _Waiter | None = None
-        self.closed = False
-        self.writing = False
-
-
-class _Waiter:
-    """A parked WAIT (or WAIT_ANY, ``any_``): the keys still missing; answered once, by a
-    write (the last missing key's, or for WAIT_ANY the first one's) or by its deadline."""
-
-    __slots__ = ("conn", "missing", "done", "any_")
-
-    def __init__(self, conn: _Conn, missing: set[bytes], any_: bool = False) -> None:
-        self.conn = conn
-        self.missing = missing
-        self.done = False
-        self.any_ = any_
 
 
 class StoreServer:
@@ -97,8 +46,8 @@ class StoreServer:
 
     def __init__(self, host: str, port: int) -> None:
         self._data: dict[bytes, bytes] = {}
-        self._waiters: dict[bytes, list[_Waiter]] = {}
-        self._deadlines: list[tuple[float, int, _Waiter]] = []
+        self._waiters: dict[bytes, list[Waiter]] = {}
+        self._deadlines: list[tuple[float, int, Waiter]] = []
         self._seq = itertools.count()
         self._listener = _listen(host, port)
         self.host = host
@@ -186,7 +135,7 @@ class StoreServer:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._selector.register(sock, selectors.EVENT_READ, _Conn(sock))
+            self._selector.register(sock, selectors.EVENT_READ, Conn(sock))
 
     def _drain_wake(self) -> None:
         try:
@@ -194,7 +143,7 @@ class StoreServer:
         except OSError:
             pass
 
-    def _service(self, conn: _Conn, mask: int) -> None:
+    def _service(self, conn: Conn, mask: int) -> None:
         if mask & selectors.EVENT_READ:
             try:
                 got: int | None = conn.sock.recv_into(self._chunk)
@@ -211,12 +160,12 @@ class StoreServer:
         if mask & selectors.EVENT_WRITE and not conn.closed:
             self._flush(conn)
 
-    def _process(self, conn: _Conn) -> None:
+    def _process(self, conn: Conn) -> None:
         """Answer every whole request in the inbox, in order, until one parks a wait."""
         at = 0
         try:
             while conn.waiting is None and not conn.closed:
-                parsed = _parse(conn.inbox, at)
+                parsed = parse_request(conn.inbox, at)
                 if parsed is None:
                     break
                 op, fields, at = parsed
@@ -227,7 +176,7 @@ class StoreServer:
         del conn.inbox[:at]
         self._flush(conn)
 
-    def _flush(self, conn: _Conn) -> None:
+    def _flush(self, conn: Conn) -> None:
         if conn.closed:
             return
         queue = conn.queue
@@ -256,7 +205,7 @@ class StoreServer:
             events = selectors.EVENT_READ | (selectors.EVENT_WRITE if wants_write else 0)
             self._selector.modify(conn.sock, events, conn)
 
-    def _drop(self, conn: _Conn) -> None:
+    def _drop(self, conn: Conn) -> None:
         if conn.closed:
             return
         conn.closed = True
@@ -271,7 +220,7 @@ class StoreServer:
 
     def _close_all(self) -> None:
         for key in list(self._selector.get_map().values()):
-            if isinstance(key.data, _Conn):
+            if isinstance(key.data, Conn):
                 self._drop(key.data)
         self._selector.close()
         for sock in (self._listener, self._wake_r, self._wake_w):
@@ -279,7 +228,7 @@ class StoreServer:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def _handle(self, conn: _Conn, op: int, fields: list[bytes]) -> None:
+    def _handle(self, conn: Conn, op: int, fields: list[bytes]) -> None:
         out = conn.outbox
         data = self._data
         if op == wire.SET:
@@ -290,7 +239,7 @@ class StoreServer:
             if value is None:
                 out.append(wire.MISSING)
             else:
-                _reply_value(conn, b"\0", value)
+                reply_value(conn, b"\0", value)
         elif op == wire.ADD:
             total = wire.counter_value(data.get(fields[0])) + wire.decode_int64(fields[1])
             text = str(total).encode()
@@ -319,7 +268,7 @@ class StoreServer:
                 if value is None:
                     conn.outbox.append(0)
                 else:
-                    _reply_value(conn, b"\1", value)
+                    reply_value(conn, b"\1", value)
 
     def _compare_and_swap(self, key: bytes, expected: bytes, new: bytes) -> bytes:
         before = self._data.get(key)
@@ -343,7 +292,7 @@ class StoreServer:
             elif not waiter.missing:
                 self._answer(waiter, _PRESENT)
 
-    def _park(self, conn: _Conn, keys: list[bytes], timeout_ms: int, any_: bool = False) -> None:
+    def _park(self, conn: Conn, keys: list[bytes], timeout_ms: int, any_: bool = False) -> None:
         missing = {k for k in keys if k not in self._data}
         present = len(missing) < len(set(keys)) if any_ else not missing
         if present:
@@ -352,14 +301,14 @@ class StoreServer:
         if timeout_ms <= 0 or not missing:  # not missing here: WAIT_ANY of no keys
             conn.outbox += _ABSENT
             return
-        waiter = _Waiter(conn, missing, any_)
+        waiter = Waiter(conn, missing, any_)
         conn.waiting = waiter
         for key in missing:
             self._waiters.setdefault(key, []).append(waiter)
         deadline = time.monotonic() + timeout_ms / 1000.0
         heapq.heappush(self._deadlines, (deadline, next(self._seq), waiter))
 
-    def _answer(self, waiter: _Waiter, reply: bytes) -> None:
+    def _answer(self, waiter: Waiter, reply: bytes) -> None:
         waiter.done = True
         conn = waiter.conn
         conn.waiting = None
@@ -376,7 +325,7 @@ class StoreServer:
             self._unpark(waiter)
             self._answer(waiter, _ABSENT)
 
-    def _unpark(self, waiter: _Waiter) -> None:
+    def _unpark(self, waiter: Waiter) -> None:
         """Take ``waiter`` off the lists of the keys it still waits for."""
         for key in waiter.missing:
             parked = self._waiters.get(key)
@@ -396,42 +345,6 @@ def raise_open_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (ImportError, ValueError, OSError):
         pass  # a limit we may not raise: the server still works, up to it
-
-
-def _reply_value(conn: _Conn, status: bytes, value: bytes) -> None:
-    """Append ``status`` and ``value`` as a field; a big value is queued, not copied."""
-    head = status + _U32.pack(len(value))
-    if len(value) < _BIG:
-        conn.outbox += head
-        conn.outbox += value
-        return
-    conn.outbox += head
-    conn.queue.append(bytes(conn.outbox))
-    conn.outbox.clear()
-    conn.queue.append(value)
-
-
-def _parse(buffer: bytearray, at: int) -> tuple[int, list[bytes], int] | None:
-    """The request at ``at``: (op, fields, offset after it), or None when it is incomplete.
-
-    Raises:
-        wire.WireError: an unknown opcode or an oversized field.
-    """
-    if len(buffer) <= at:
-        return None
-    op = buffer[at]
-    count = _FIELDS.get(op)
-    if count is None:
-        raise wire.WireError(f"unknown request {op}")
-    fields: list[bytes] = []
-    offset = at + 1
-    for _ in range(count):
-        got = wire.read_field(buffer, offset)
-        if got is None:
-            return None
-        value, offset = got
-        fields.append(value)
-    return op, fields, offset
 
 
 def _listen(host: str, port: int) -> socket.socket:
