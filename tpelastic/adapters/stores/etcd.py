@@ -38,15 +38,22 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import socket
 import threading
 import time
 import uuid
-from base64 import b64decode, b64encode
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tpelastic.adapters.stores.errors import StoreCorrupt, StoreUnavailable
+from tpelastic.adapters.stores.etcd_parts import (
+    b64,
+    check_arguments,
+    gateway_message,
+    interrupt,
+    parse_endpoints,
+    short_reason,
+    value_of,
+)
 
 try:
     import etcd3gw
@@ -67,32 +74,6 @@ _TXN_CHUNK = 100
 
 class EtcdExtraMissing(ImportError):
     """etcd3gw is not installed; the message names the extra to install."""
-
-
-def parse_endpoints(text: str) -> list[tuple[str, int]]:
-    """Parse ``"host1:port,host2:port"`` (an ``http(s)://`` prefix is allowed) into pairs.
-
-    Raises:
-        ValueError: an item has no host or no valid port; the message names the item.
-    """
-    endpoints = []
-    for item in (part.strip() for part in text.split(",")):
-        bare = item.split("://", 1)[-1].rstrip("/")
-        host, _, port = bare.rpartition(":")
-        host = host.strip("[]")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"etcd endpoint {item!r} is not host:port")
-        endpoints.append((host, int(port)))
-    return endpoints
-
-
-def _b64(raw: bytes) -> str:
-    return b64encode(raw).decode("ascii")
-
-
-def _value(kv: dict[str, Any] | None) -> bytes | None:
-    # The gateway leaves out empty fields: a present key with b"" has no "value".
-    return None if kv is None else b64decode(kv.get("value", ""))
 
 
 # What a conditional write should do, given the key's current value: (value to write, or None
@@ -138,7 +119,7 @@ class EtcdStore:
     ) -> None:
         if etcd3gw is None:
             raise EtcdExtraMissing(_INSTALL_HINT)
-        _check_arguments(endpoints, min(timeout, attempt_timeout), (cert, key), (user, password))
+        check_arguments(endpoints, min(timeout, attempt_timeout), (cert, key), (user, password))
         tls = any(part is not None for part in (ca_cert, cert, key))
         self._clients = [
             etcd3gw.Etcd3Client(
@@ -184,15 +165,15 @@ class EtcdStore:
                 client.get_url(path), json=body, timeout=timeouts, verify=self._verify
             )
         except requests.RequestException as error:
-            raise _Retry(_short(error)) from None
+            raise _Retry(short_reason(error)) from None
         if response.status_code == 401 and self._auth is not None and path != "/auth/authenticate":
             self._authenticate(index, left)
             raise _Retry("auth token refreshed")
         if response.status_code >= 500 or response.status_code == 429:
-            raise _Retry(_gateway_message(response))
+            raise _Retry(gateway_message(response))
         if response.status_code != 200:
             raise StoreUnavailable(
-                f"etcd at {self._names[index]} refused {path}: {_gateway_message(response)}"
+                f"etcd at {self._names[index]} refused {path}: {gateway_message(response)}"
             )
         try:
             return response.json()
@@ -249,35 +230,35 @@ class EtcdStore:
     # -- the port -------------------------------------------------------------------------
 
     def get(self, key: str) -> bytes | None:
-        reply = self._call("/kv/range", {"key": _b64(self._path(key))})
+        reply = self._call("/kv/range", {"key": b64(self._path(key))})
         kvs = reply.get("kvs") or [None]
-        return _value(kvs[0])
+        return value_of(kvs[0])
 
     def set(self, key: str, value: bytes) -> None:
-        self._call("/kv/put", {"key": _b64(self._path(key)), "value": _b64(bytes(value))})
+        self._call("/kv/put", {"key": b64(self._path(key)), "value": b64(bytes(value))})
 
     def delete(self, key: str) -> None:
-        self._call("/kv/deleterange", {"key": _b64(self._path(key))})
+        self._call("/kv/deleterange", {"key": b64(self._path(key))})
 
     def _snapshot(self, key: str, marker: bytes) -> tuple[dict[str, Any] | None, bytes | None]:
         """The key's record and this thread's marker, read at one revision."""
-        reads = [{"request_range": {"key": _b64(k)}} for k in (self._path(key), marker)]
+        reads = [{"request_range": {"key": b64(k)}} for k in (self._path(key), marker)]
         replies = self._txn([], reads, [])["responses"]
         kv, mark = ((r["response_range"].get("kvs") or [None])[0] for r in replies)
-        return kv, _value(mark)
+        return kv, value_of(mark)
 
     def _write_if_unchanged(
         self, key: str, kv: dict[str, Any] | None, value: bytes, marker: bytes, tag: bytes
     ) -> bool:
-        path = _b64(self._path(key))
+        path = b64(self._path(key))
         if kv is None:
             compare = {"key": path, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
         else:
             revision = kv["mod_revision"]
             compare = {"key": path, "target": "MOD", "result": "EQUAL", "mod_revision": revision}
         puts = [
-            {"request_put": {"key": path, "value": _b64(value)}},
-            {"request_put": {"key": _b64(marker), "value": _b64(tag)}},
+            {"request_put": {"key": path, "value": b64(value)}},
+            {"request_put": {"key": b64(marker), "value": b64(tag)}},
         ]
         return bool(self._txn([compare], puts, []).get("succeeded", False))
 
@@ -289,7 +270,7 @@ class EtcdStore:
             kv, mark = self._snapshot(key, marker)
             if mark is not None and mark.split(b" ", 1)[0] == seq:
                 return json.loads(mark.split(b" ", 1)[1])  # an earlier attempt landed
-            value, answer = decide(_value(kv))
+            value, answer = decide(value_of(kv))
             if value is None:
                 return answer
             tag = seq + b" " + json.dumps(answer).encode()
@@ -342,7 +323,7 @@ class EtcdStore:
                 reply = self._call("/lease/grant", {"TTL": str(seconds), "ID": "0"})
                 self._lease = str(reply["ID"])
             if self._leased.get(key) != bytes(value):
-                body = {"key": _b64(self._path(key)), "value": _b64(bytes(value))}
+                body = {"key": b64(self._path(key)), "value": b64(bytes(value))}
                 self._call("/kv/put", {**body, "lease": self._lease})
                 self._leased[key] = bytes(value)
 
@@ -381,7 +362,7 @@ class EtcdStore:
         for start in range(0, len(keys), _TXN_CHUNK):
             chunk = keys[start : start + _TXN_CHUNK]
             reads = [
-                {"request_range": {"key": _b64(self._path(k)), "count_only": True}} for k in chunk
+                {"request_range": {"key": b64(self._path(k)), "count_only": True}} for k in chunk
             ]
             reply = self._txn([], reads, [])
             counts = [int(r["response_range"].get("count", 0)) for r in reply["responses"]]
@@ -393,13 +374,13 @@ class EtcdStore:
     def _watch_once(self, missing: list[str], revision: int, budget: float) -> None:
         """Block until a missing key is put after ``revision``, or ``budget`` seconds pass."""
         paths = sorted(self._path(k) for k in missing)
-        wanted = {_b64(p) for p in paths}
+        wanted = {b64(p) for p in paths}
         with self._lock:
             index = self._current
         body = {
             "create_request": {
-                "key": _b64(paths[0]),
-                "range_end": _b64(paths[-1] + b"\x00"),
+                "key": b64(paths[0]),
+                "range_end": b64(paths[-1] + b"\x00"),
                 "start_revision": str(revision + 1),
                 "filters": ["NODELETE"],
             }
@@ -446,60 +427,18 @@ class EtcdStore:
             # Best effort, bounded: our markers are useless once we are gone.
             marker = self._marker_root.encode()
             end = marker[:-1] + bytes([marker[-1] + 1])
-            body = {"key": _b64(marker), "range_end": _b64(end)}
+            body = {"key": b64(marker), "range_end": b64(end)}
             self._post(self._current, "/kv/deleterange", body, 1.0)
         except Exception:
             pass
         self._closed = True
         for response in watches:
-            _interrupt(response)
+            interrupt(response)
         for client in self._clients:
             client.session.close()
 
     def __repr__(self) -> str:
         return f"EtcdStore({','.join(self._names)}, prefix={self._root!r}, closed={self._closed})"
-
-
-def _interrupt(response: Any) -> None:
-    # Closing a response does not wake a thread blocked reading it; shutting its socket down
-    # does (the read sees end of stream at once).
-    try:
-        sock = socket.fromfd(response.raw.fileno(), socket.AF_INET, socket.SOCK_STREAM)
-        sock.shutdown(socket.SHUT_RDWR)
-        sock.close()
-    except (OSError, ValueError, AttributeError):
-        pass  # already closed
-    response.close()
-
-
-def _short(error: Exception) -> str:
-    """The innermost reason of a requests error, e.g. "Connection refused", on one line."""
-    text = " ".join(str(error).split())
-    if "(Caused by " in text:  # urllib3 wraps the socket's reason in two layers of repr
-        text = text.rsplit("(Caused by ", 1)[1].rsplit(": ", 1)[-1].strip("')\" ")
-    return f"{type(error).__name__}: {text[-160:]}"
-
-
-def _gateway_message(response: Any) -> str:
-    try:
-        return str(response.json().get("message") or response.status_code)
-    except ValueError:
-        return f"HTTP {response.status_code}"
-
-
-def _check_arguments(
-    endpoints: Sequence[tuple[str, int]], timeout: float, *pairs: tuple[str | None, str | None]
-) -> None:
-    if not endpoints:
-        raise ValueError("an etcd store needs at least one endpoint")
-    for host, port in endpoints:
-        if not host or not isinstance(port, int) or not 0 < port < 65536:
-            raise ValueError(f"etcd endpoint {host!r}:{port!r} is not a host and a port")
-    if not timeout > 0:
-        raise ValueError(f"etcd store timeouts must be > 0, got {timeout!r}")
-    for name, pair in zip(("cert and key", "user and password"), pairs, strict=True):
-        if (pair[0] is None) != (pair[1] is None):
-            raise ValueError(f"etcd store: give both {name}, or neither")
 
 
 __all__ = ["EtcdExtraMissing", "EtcdStore", "parse_endpoints"]
