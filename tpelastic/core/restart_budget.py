@@ -7,7 +7,11 @@ The budget is a job-wide fact, not a per-agent counter. Each completed rendezvou
                                                                   failure for the next round else 0)
 
 so every node of a round agrees on it, and a round spends at most one unit however many nodes
-failed at once (:func:`next_restart_count`). A membership change (a node joins, leaves or dies)
+failed at once (:func:`next_restart_count`). A failure with budget left and no membership change
+restarts the round's workers *in place* instead: attempt ``n`` of a round runs with the count
+``restart_count(round) + n``, and the next round's closer carries the highest attempt its members
+report into the new round's count (:func:`round_restart_count`; specs/rendezvous_join.md, R16),
+so attempts are spent job-wide like rounds. A membership change (a node joins, leaves or dies)
 forms a new round without spending anything. A job with ``max_restarts = k`` therefore runs at most
 ``k + 1`` attempts (:func:`attempts_allowed`): the first one plus ``k`` restarts.
 
@@ -41,6 +45,28 @@ def next_restart_count(prev: int, failure_reported: bool) -> int:
     if prev < 0:
         raise ValueError(f"restart_count must be >= 0, got {prev!r}")
     return prev + (1 if failure_reported else 0)
+
+
+def round_restart_count(prev: int, attempts: int, failure_reported: bool) -> int:
+    """The restart count of the next round when the previous one restarted in place.
+
+    A round's workers may restart in place (attempts 1, 2, ... of the round, see
+    :mod:`tpelastic.core.rendezvous.attempts`); attempt ``n`` runs with the job-wide count
+    ``prev + n``. Those units are spent, so the next round starts from the previous round's
+    count plus the highest attempt its members reached, and :func:`next_restart_count` adds one
+    unit if a failure was reported for the new round.
+
+    Args:
+        prev: the previous round's restart count.
+        attempts: the highest in-place attempt of the previous round any member reports (0: none).
+        failure_reported: whether any joining node reported a worker failure for this round.
+
+    Raises:
+        ValueError: ``prev`` or ``attempts`` is negative.
+    """
+    if attempts < 0:
+        raise ValueError(f"attempts must be >= 0, got {attempts!r}")
+    return next_restart_count(prev, failure_reported) + attempts
 
 
 def can_restart(restart_count: int, max_restarts: int) -> bool:

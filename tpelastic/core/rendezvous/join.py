@@ -190,7 +190,7 @@ GUARDS: dict[str, Guard] = {
 def _fresh(event: JoinRequested, config: RendezvousConfig) -> JoinState:
     return JoinState(
         keys=RunKeys(event.run_id),
-        node=NodeInfo(node=event.node, addr=event.addr),
+        node=NodeInfo(node=event.node, addr=event.addr, prev_attempt=event.attempt),
         reason=event.reason,
         from_round=event.from_round,
         deadline=event.now + config.join_timeout if event.deadline is None else event.deadline,

@@ -26,7 +26,7 @@ from tpelastic.core.rendezvous.records import (
     decode_result,
 )
 from tpelastic.core.rendezvous.state import JoinState
-from tpelastic.core.restart_budget import next_restart_count
+from tpelastic.core.restart_budget import next_restart_count, round_restart_count
 from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
 
 
@@ -283,14 +283,25 @@ def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) 
                 ),
             )
         return Verdict(kind="unwritten", wait_keys=missing)
-    restarts = state.previous.restart_count if state.previous else 0
     draft = RoundResult(
         round_no=state.round_no,
         participants=assign_ranks(chosen, state.previous),
-        restart_count=next_restart_count(restarts, failure_reported=failures > 0),
+        restart_count=_restart_count(state.previous, chosen, failures > 0),
         closer=state.node.node,
     )
     return Verdict(kind="publish", result=draft)
+
+
+def _restart_count(
+    previous: RoundResult | None, chosen: Sequence[NodeInfo], failure_reported: bool
+) -> int:
+    """The new round's restart count: the previous round's, plus the in-place attempts its
+    members report having spent in it (the highest one: attempts are job-wide, so two members
+    that ran attempt 2 spent two units together, not four), plus one for a reported failure."""
+    if previous is None:
+        return next_restart_count(0, failure_reported)
+    attempts = max((p.prev_attempt for p in chosen if p.prev_round == previous.round_no), default=0)
+    return round_restart_count(previous.restart_count, attempts, failure_reported)
 
 
 def read_result(state: JoinState, event: OpsDone) -> Verdict:
@@ -315,11 +326,18 @@ def read_result(state: JoinState, event: OpsDone) -> Verdict:
 
 
 def draft_node(state: JoinState) -> NodeInfo:
-    """This node as it registers: with its rank in the previous round, when it was a member."""
+    """This node as it registers: with its rank in the previous round, when it was a member,
+    and the in-place attempt of that round it reached (``state.node.prev_attempt``, from its
+    request) when that round is the one it comes from; else 0."""
     previous = state.previous
     rank = previous.rank_of(state.node.node) if previous else None
+    member = previous is not None and rank is not None
+    attempt = state.node.prev_attempt
+    if not member or previous is None or previous.round_no != state.from_round:
+        attempt = 0
     return evolve(
         state.node,
-        prev_round=previous.round_no if previous and rank is not None else None,
+        prev_round=previous.round_no if member and previous else None,
         prev_rank=rank,
+        prev_attempt=attempt,
     )

@@ -27,9 +27,17 @@ class SchemaTooNew(StateCorrupt):
     """A record was written by a newer tpelastic whose schema this version does not know."""
 
 
+def _nonneg(_instance: object, attribute: Any, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+
+
 @frozen(kw_only=True)
 class NodeInfo:
-    """Who a node is. ``prev_rank`` is its rank in the round it comes from, for sticky ranks."""
+    """Who a node is. ``prev_rank`` is its rank in the round it comes from, for sticky ranks;
+    ``prev_attempt`` the highest in-place attempt of that round it ran or saw opened (see
+    :mod:`tpelastic.core.rendezvous.attempts`), which the next round's closer carries into the
+    job-wide restart count. Both describe ``prev_round`` only."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -39,11 +47,7 @@ class NodeInfo:
     addr: str = ""
     prev_round: int | None = None
     prev_rank: int | None = None
-
-
-def _nonneg(_instance: object, attribute: Any, value: int) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+    prev_attempt: int = field(default=0, validator=_nonneg)
 
 
 @frozen(kw_only=True)
@@ -130,23 +134,32 @@ def encode_node(info: NodeInfo) -> bytes:
 
 
 def _node_body(info: NodeInfo) -> dict[str, Any]:
-    return {
+    body: dict[str, Any] = {
         "node": info.node,
         "addr": info.addr,
         "prev_round": info.prev_round,
         "prev_rank": info.prev_rank,
     }
+    # Written only when set, so a record without in-place attempts is byte-for-byte the v1
+    # record older versions write and read.
+    if info.prev_attempt:
+        body["prev_attempt"] = info.prev_attempt
+    return body
 
 
 def _node_from(data: Mapping[str, Any]) -> NodeInfo:
     node = _field(data, "node", str)
     if not node:
         raise StateCorrupt("node id is empty")
+    attempt = _field(data, "prev_attempt", int, optional=True) or 0
+    if attempt < 0:
+        raise StateCorrupt(f"field 'prev_attempt' should be >= 0, found {attempt!r}")
     return NodeInfo(
         node=node,
         addr=_field(data, "addr", str),
         prev_round=_field(data, "prev_round", int, optional=True),
         prev_rank=_field(data, "prev_rank", int, optional=True),
+        prev_attempt=attempt,
     )
 
 

@@ -88,8 +88,19 @@ def _previous(raws: list[bytes | None], round_no: int) -> RoundResult | None:
 
 
 def _relocated(state: JoinState, from_round: int | None, reason: str) -> JoinState:
+    node = state.node
+    if from_round != state.from_round and node.prev_attempt:
+        # The in-place attempt it reported was of the round it named; it never trained in
+        # ``from_round`` (it lost the store while joining it), so it ran no attempt of it.
+        node = evolve(node, prev_attempt=0)
     return evolve(
-        state, from_round=from_round, reason=reason, round_no=0, arrived_slot=None, may_resume=False
+        state,
+        node=node,
+        from_round=from_round,
+        reason=reason,
+        round_no=0,
+        arrived_slot=None,
+        may_resume=False,
     )
 
 

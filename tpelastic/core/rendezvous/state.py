@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 from attrs import field, frozen
 
@@ -38,6 +39,11 @@ TERMINAL = frozenset({JoinPhase.COMPLETE, JoinPhase.CLOSED, JoinPhase.TIMED_OUT,
 # of it announces the next round (its peers see that and rejoin too).
 OPENING_REASONS = frozenset({"failure", "scale_up", "membership"})
 JOIN_REASONS = frozenset({"first", "rejoin", "waiting"}) | OPENING_REASONS
+
+
+def _nonneg(_instance: object, attribute: Any, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
 
 
 def _reason(_instance: object, _attribute: object, value: str) -> None:
@@ -105,6 +111,10 @@ class JoinRequested:
     slot), ``arrived_slot`` (that slot, when the store's reply came back), ``deadline`` (the lost
     join's, which the retry keeps) and ``heartbeats_held`` (False when its heartbeats may have
     failed long enough for a peer to find it dead).
+
+    ``attempt`` is the highest in-place attempt of ``from_round`` this node ran or saw opened
+    (0: none). It registers as the node's ``prev_attempt`` when it is a member of that round, so
+    the next round's restart count includes the attempts spent in it.
     """
 
     __repr__ = value_repr
@@ -121,6 +131,7 @@ class JoinRequested:
     arrived_slot: int | None = None
     deadline: Instant | None = None
     heartbeats_held: bool = True
+    attempt: int = field(default=0, validator=_nonneg)
 
 
 # Phases in which a join holds no slot yet: a retry from there simply joins again.
@@ -131,8 +142,9 @@ def retry_request(lost: JoinState, *, now: Instant, heartbeats_held: bool = True
     """The event that retries ``lost``, a join whose store went away before it finished.
 
     Carries what the node knows: the round it arrived in and its slot there (a resumed
-    ``RESUMING`` join passes on the ones it was given), its reason, the round it came from,
-    and the lost join's deadline.
+    ``RESUMING`` join passes on the ones it was given), its reason, the round it came from (and
+    the in-place attempt of it, kept as ``lost.node.prev_attempt``), and the lost join's
+    deadline.
 
     Raises:
         ValueError: ``lost`` never started or already ended (nothing to retry).
@@ -152,4 +164,5 @@ def retry_request(lost: JoinState, *, now: Instant, heartbeats_held: bool = True
         arrived_slot=slot if arrived else None,
         deadline=lost.deadline,
         heartbeats_held=heartbeats_held,
+        attempt=lost.node.prev_attempt,
     )
