@@ -210,9 +210,132 @@ def test_example(
     assert result.state.exit_code == exit_code
 
 
+# Restarting in place (the dynamic handler): a failure opens the round's next attempt, and a
+# member that sees one opened restarts its workers for it.
+IN_PLACE = evolve(CFG, restart_in_place=True)
+AT_ATTEMPT_1 = evolve(RUNNING, attempt=1, restart_count=2)  # round 4's count is 1
+
+
+def opened(round_no: int = 4, attempt: int = 1) -> ag.AttemptOpened:
+    return ag.AttemptOpened(now=3.0, round=round_no, attempt=attempt, reason="exit 1")
+
+
+IN_PLACE_EXAMPLES = [
+    (
+        "failure, in place",
+        RUNNING,
+        ag.WorkersFailed(now=7.0, failures=(FAIL,)),
+        P.RUNNING,
+        [ag.StopWorkers, ag.OpenAttempt, ag.StartWorkers],
+        None,
+    ),
+    (
+        "hang, in place",
+        RUNNING,
+        STUCK,
+        P.RUNNING,
+        [ag.StopWorkers, ag.OpenAttempt, ag.StartWorkers],
+        None,
+    ),
+    (
+        "failure in place, budget spent",
+        LAST_TRY,
+        ag.WorkersFailed(now=7.0, failures=(FAIL,)),
+        P.FAILED,
+        [ag.StopWorkers, ag.CloseRendezvous, ag.ReportFailure],
+        1,
+    ),
+    ("follow an attempt", RUNNING, opened(), P.RUNNING, [ag.StopWorkers, ag.StartWorkers], None),
+    (
+        "follow an attempt from the barrier",
+        BARRIER,
+        opened(),
+        P.RUNNING,
+        [ag.StopWorkers, ag.StartWorkers],
+        None,
+    ),
+    (
+        "attempt over budget",
+        AT_ATTEMPT_1,
+        opened(attempt=3),
+        P.FAILED,
+        [ag.StopWorkers, ag.LeaveRendezvous, ag.ReportFailure],
+        1,
+    ),
+    (
+        "attempt over budget at the barrier",
+        evolve(BARRIER, restart_count=2),
+        opened(attempt=2),
+        P.FAILED,
+        [ag.LeaveRendezvous, ag.ReportFailure],
+        1,
+    ),
+    ("attempt already running", AT_ATTEMPT_1, opened(attempt=1), P.RUNNING, [], None),
+    ("attempt of another round", RUNNING, opened(round_no=3), P.RUNNING, [], None),
+    ("attempt seen at the barrier, old", BARRIER, opened(round_no=5), P.EXIT_BARRIER, [], None),
+    ("attempt seen while joining", JOINING, opened(), P.RENDEZVOUS, [], None),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "event", "phase", "effects", "exit_code"),
+    IN_PLACE_EXAMPLES,
+    ids=[e[0] for e in IN_PLACE_EXAMPLES],
+)
+def test_in_place_example(
+    name: str,
+    state: ag.AgentState,
+    event: ag.AgentEventT,
+    phase: P,
+    effects: list[type],
+    exit_code: int | None,
+) -> None:
+    result = ag.step(state, event, IN_PLACE)
+    assert result.state.phase is phase
+    assert [type(e) for e in result.effects] == effects
+    assert result.state.exit_code == exit_code
+
+
 def test_every_row_has_an_example() -> None:
     used = {ag.TABLE.select(state, event, CFG) for _, state, event, *_ in EXAMPLES}
+    used |= {ag.TABLE.select(s, e, IN_PLACE) for _, s, e, *_ in IN_PLACE_EXAMPLES}
     assert used == set(ag.TABLE.rows)
+
+
+def test_a_failure_in_place_opens_the_next_attempt_and_spends_one_unit() -> None:
+    result = ag.step(RUNNING, ag.WorkersFailed(now=7.0, failures=(FAIL,)), IN_PLACE)
+    reason = "worker local rank 1 failed: exit 1"
+    assert result.effects == (
+        ag.StopWorkers(reason=reason),
+        ag.OpenAttempt(round=4, attempt=1, reason=reason),
+        ag.StartWorkers(
+            round=4,
+            group_rank=1,
+            group_world_size=2,
+            restart_count=2,
+            local_world_size=2,
+            attempt=1,
+        ),
+    )
+    assert (result.state.attempt, result.state.restart_count) == (1, 2)
+    assert result.state.last_failure == reason
+
+
+def test_a_followed_attempt_counts_from_the_round_even_after_a_missed_one() -> None:
+    # Round 4 started with count 1; this node runs attempt 1 (count 2) and sees attempt 3
+    # opened (it missed 2): the count is the round's plus 3 on every node.
+    cfg = evolve(IN_PLACE, max_restarts=5)
+    result = ag.step(AT_ATTEMPT_1, opened(attempt=3), cfg)
+    start = result.effects[-1]
+    assert isinstance(start, ag.StartWorkers)
+    assert (start.round, start.attempt, start.restart_count) == (4, 3, 4)
+    assert (result.state.attempt, result.state.restart_count) == (3, 4)
+
+
+def test_a_new_round_resets_the_attempt() -> None:
+    result = ag.step(evolve(JOINING, round=4, attempt=2, restart_count=2), round_(count=2), CFG)
+    assert result.state.attempt == 0
+    assert result.effects[0].attempt == 0  # type: ignore[attr-defined]
 
 
 def test_round_facts_reach_start_workers() -> None:
@@ -277,6 +400,7 @@ def test_rejections_are_clean(state: ag.AgentState, event: ag.AgentEventT) -> No
         (lambda: ag.SignalReceived(now=0.0, signum=0), "signum"),
         (lambda: ag.WorkersFailed(now=0.0, failures=()), "failures"),
         (lambda: ag.RendezvousClosed(now=0.0, outcome="maybe"), "outcome"),  # type: ignore[arg-type]
+        (lambda: ag.AttemptOpened(now=0.0, round=1, attempt=0, reason=""), "attempt"),
     ],
 )
 def test_bad_values_name_the_field(build: object, message: str) -> None:

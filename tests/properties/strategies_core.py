@@ -156,6 +156,7 @@ def agent_configs(draw: st.DrawFn) -> ag.AgentConfig:
         min_nodes=low,
         max_nodes=draw(st.integers(low, 4)),
         local_world_size=draw(st.integers(1, 3)),
+        restart_in_place=draw(st.booleans()),
     )
 
 
@@ -166,6 +167,7 @@ agent_states = st.builds(
     group_rank=st.integers(-1, 3),
     group_world_size=st.integers(0, 4),
     restart_count=st.integers(0, 4),
+    attempt=st.integers(0, 3),
     local_world_size=st.integers(1, 3),
     last_failure=st.none() | st.just("earlier failure"),
     exit_code=st.none() | st.sampled_from([0, 1, 3, 143]),
@@ -211,6 +213,13 @@ agent_events: st.SearchStrategy[ag.AgentEventT] = st.one_of(
     ),
     st.builds(ag.NodesWaiting, now=instants, count=st.integers(0, 3)),
     st.builds(ag.NextRoundOpened, now=instants, round=st.integers(0, 7), reason=st.just("peer")),
+    st.builds(
+        ag.AttemptOpened,
+        now=instants,
+        round=st.integers(0, 7),
+        attempt=st.integers(1, 4),
+        reason=st.just("peer failed"),
+    ),
     st.builds(ag.ExitBarrierPassed, now=instants),
     st.builds(ag.ExitBarrierTimedOut, now=instants),
     st.builds(

@@ -2,9 +2,11 @@
 
 A few agents (the real ``agent.step``) and a tiny pure *rounds oracle* stand in for a cluster: the
 oracle completes rounds from the nodes that joined, computing each round's restart count with the
-real ``next_restart_count``, and turns the agents' effects (join, open next round, close, leave)
-into the observations the other agents would make. Random rules inject worker failures, hangs,
-successes, nodes joining, dying and leaving on signals, and rendezvous timeouts. Invariants are
+real ``next_restart_count`` (after carrying the in-place attempts of the round before), and turns
+the agents' effects (join, open next round, open an attempt, close, leave) into the observations
+the other agents would make. Half the runs restart in place (``restart_in_place``). Random rules
+inject worker failures (also two at once), hangs, successes, nodes joining, dying and leaving on
+signals, and rendezvous timeouts. Invariants are
 named after the spec ids in specs/restart_budget.md and specs/agent.md.
 """
 
@@ -55,6 +57,12 @@ class Oracle:
     closed: str | None = None
     counts: list[int] = field(factory=list)  # restart count of each completed round
     failure_rounds: list[bool] = field(factory=list)  # did a failure report go into the round
+    attempts: list[int] = field(factory=list)  # highest in-place attempt opened in each round
+    spent: int = 0  # units spent job-wide: attempts opened plus rounds a failure went into
+
+    @property
+    def attempt(self) -> int:
+        return self.attempts[-1] if self.attempts else 0
 
 
 class AgentsAndBudget(RuleBasedStateMachine):
@@ -79,7 +87,11 @@ class AgentsAndBudget(RuleBasedStateMachine):
 
     def deliver(self, node: str, event: ag.AgentEventT) -> None:
         """Feed one observation and everything it causes, in order."""
-        queue: deque[tuple[str, ag.AgentEventT]] = deque([(node, event)])
+        self.deliver_all([(node, event)])
+
+    def deliver_all(self, first: list[tuple[str, ag.AgentEventT]]) -> None:
+        """Feed observations made at once, then everything they cause, in order."""
+        queue: deque[tuple[str, ag.AgentEventT]] = deque(first)
         while queue:
             target, observed = queue.popleft()
             if target in self.dead or self.agents[target].phase in (P.SUCCEEDED, P.FAILED):
@@ -108,6 +120,8 @@ class AgentsAndBudget(RuleBasedStateMachine):
                 return self.fence_members(node, "member rejoined")
         elif isinstance(effect, ag.OpenNextRound):
             return self.fence_members(node, effect.reason)
+        elif isinstance(effect, ag.OpenAttempt):
+            return self.open_attempt(node, effect)
         elif isinstance(effect, ag.LeaveRendezvous):
             oracle.joiners.pop(node, None)
             if node in oracle.members:
@@ -129,6 +143,24 @@ class AgentsAndBudget(RuleBasedStateMachine):
             if n != by and n in self.live(P.RUNNING, P.EXIT_BARRIER)
         ]
 
+    def open_attempt(self, by: str, effect: ag.OpenAttempt) -> list[tuple[str, ag.AgentEventT]]:
+        """The attempt key is set if absent: only its first writer makes the others restart."""
+        oracle = self.oracle
+        assert effect.round == oracle.round, effect
+        if effect.attempt <= oracle.attempt:
+            return []  # a member failing at once opened the same attempt: nothing more spent
+        assert effect.attempt == oracle.attempt + 1, effect  # attempts are opened in order
+        oracle.attempts[-1] = effect.attempt
+        oracle.spent += 1
+        seen = ag.AttemptOpened(
+            now=self.now, round=effect.round, attempt=effect.attempt, reason=effect.reason
+        )
+        return [
+            (n, seen)
+            for n in oracle.members
+            if n != by and n in self.live(P.RUNNING, P.EXIT_BARRIER)
+        ]
+
     def add_node(self) -> None:
         node = f"n{len(self.agents)}"
         self.agents[node] = ag.initial_state(self.config)
@@ -141,14 +173,18 @@ class AgentsAndBudget(RuleBasedStateMachine):
         min_nodes=st.integers(1, 2),
         extra=st.integers(0, 2),
         nodes=st.integers(0, 2),
+        in_place=st.booleans(),
     )
-    def start(self, max_restarts: int, min_nodes: int, extra: int, nodes: int) -> None:
+    def start(
+        self, max_restarts: int, min_nodes: int, extra: int, nodes: int, in_place: bool
+    ) -> None:
         nodes += min_nodes  # enough nodes to form the first world
         self.config = ag.AgentConfig(
             max_restarts=max_restarts,
             min_nodes=min_nodes,
             max_nodes=min_nodes + extra,
             local_world_size=2,
+            restart_in_place=in_place,
         )
         for _ in range(nodes):
             self.add_node()
@@ -168,12 +204,16 @@ class AgentsAndBudget(RuleBasedStateMachine):
     def complete_round(self) -> None:
         oracle = self.oracle
         members = tuple(sorted(oracle.joiners)[: self.config.max_nodes])
-        failed = any(oracle.joiners.pop(n) for n in members)
+        failed = any([oracle.joiners.pop(n) for n in members])
         oracle.round += 1
-        oracle.restart_count = next_restart_count(oracle.restart_count, failed)
+        # The closer carries the last round's in-place attempts into the new round's count.
+        carried = oracle.restart_count + oracle.attempt
+        oracle.restart_count = next_restart_count(carried, failed)
+        oracle.spent += 1 if failed else 0
         oracle.members, oracle.opened = members, False
         oracle.counts.append(oracle.restart_count)
         oracle.failure_rounds.append(failed)
+        oracle.attempts.append(0)
         for rank, node in enumerate(members):
             done = ag.RoundCompleted(
                 now=self.now,
@@ -196,6 +236,18 @@ class AgentsAndBudget(RuleBasedStateMachine):
             local_rank=rank, global_rank=rank, exitcode=1, signal=None, at=self.now, reason="exit 1"
         )
         self.deliver(node, ag.WorkersFailed(now=self.now, failures=(failure,)))
+
+    @precondition(lambda self: len(self.live(P.RUNNING)) >= 2)
+    @rule(data=st.data())
+    def two_members_fail_at_once(self, data: st.DataObject) -> None:
+        """Both fail before either sees the other's restart: in place, they open one attempt."""
+        pair = data.draw(
+            st.lists(st.sampled_from(self.live(P.RUNNING)), min_size=2, max_size=2, unique=True)
+        )
+        failure = WorkerFailure(
+            local_rank=0, global_rank=0, exitcode=1, signal=None, at=self.now, reason="exit 1"
+        )
+        self.deliver_all([(n, ag.WorkersFailed(now=self.now, failures=(failure,))) for n in pair])
 
     @precondition(lambda self: self.live(P.RUNNING))
     @rule(data=st.data())
@@ -307,7 +359,7 @@ class AgentsAndBudget(RuleBasedStateMachine):
     def inv_B1_restarts_never_exceed_max(self) -> None:
         """Restarts used never exceed max_restarts, job-wide or in any agent's view."""
         k = self.config.max_restarts
-        assert self.oracle.restart_count <= k
+        assert self.oracle.restart_count + self.oracle.attempt <= k
         assert all(s.restart_count <= k for s in self.agents.values())
 
     @invariant()
@@ -323,8 +375,9 @@ class AgentsAndBudget(RuleBasedStateMachine):
     def inv_B5_restart_count_never_decreases(self) -> None:
         """The restart count never goes down and rises only in a round a failure went into."""
         counts, failures = self.oracle.counts, self.oracle.failure_rounds
+        attempts = self.oracle.attempts
         for i in range(1, len(counts)):
-            assert counts[i] - counts[i - 1] == (1 if failures[i] else 0)
+            assert counts[i] - counts[i - 1] == attempts[i - 1] + (1 if failures[i] else 0)
         for starts in self.starts.values():
             seen = [s.restart_count for s in starts]
             assert seen == sorted(seen)
@@ -365,15 +418,19 @@ class AgentsAndBudget(RuleBasedStateMachine):
 
     @invariant()
     def inv_A3_failure_with_budget_left_continues(self) -> None:
-        """A worker failure or hang with budget left never ends the job: the agent re-joins."""
+        """A worker failure or hang with budget left never ends the job: in place, or re-joining."""
         for record in self.new_records("inv_A3_failure_with_budget_left_continues"):
             if not isinstance(record.event, FAILURE_EVENTS):
                 continue
             effects = record.result.effects
             if can_restart(record.before.restart_count, self.config.max_restarts):
-                assert record.result.state.phase is P.RENDEZVOUS
-                assert ag.JoinRendezvous(failure=True) in effects
                 assert not any(isinstance(e, ag.CloseRendezvous) for e in effects)
+                if self.config.restart_in_place:
+                    assert record.result.state.phase is P.RUNNING
+                    assert any(isinstance(e, ag.OpenAttempt) for e in effects)
+                else:
+                    assert record.result.state.phase is P.RENDEZVOUS
+                    assert ag.JoinRendezvous(failure=True) in effects
             else:
                 assert record.result.state.phase is P.FAILED
                 assert (
@@ -383,14 +440,15 @@ class AgentsAndBudget(RuleBasedStateMachine):
 
     @invariant()
     def inv_A4_one_restart_count_per_round(self) -> None:
-        """All agents of a round start their workers with the same restart count (the round's)."""
-        by_round: dict[int, set[int]] = {}
+        """All agents of a round (and attempt) start their workers with the same restart count."""
+        by_attempt: dict[tuple[int, int], set[int]] = {}
         for starts in self.starts.values():
             for s in starts:
-                by_round.setdefault(s.round, set()).add(s.restart_count)
-        assert all(len(counts) == 1 for counts in by_round.values())
-        for r, counts in by_round.items():
-            assert counts == {self.oracle.counts[r]}
+                by_attempt.setdefault((s.round, s.attempt), set()).add(s.restart_count)
+        assert all(len(counts) == 1 for counts in by_attempt.values())
+        for (r, a), counts in by_attempt.items():
+            if a == 0:
+                assert counts == {self.oracle.counts[r]}
 
     @invariant()
     def inv_A5_exit_code_matches_phase(self) -> None:
@@ -409,9 +467,49 @@ class AgentsAndBudget(RuleBasedStateMachine):
         for record in self.new_records("inv_A6_workers_start_only_in_a_fitting_round"):
             for effect in record.result.effects:
                 if isinstance(effect, ag.StartWorkers):
-                    assert isinstance(record.event, ag.RoundCompleted)
+                    in_place = (*FAILURE_EVENTS, ag.AttemptOpened)
+                    assert isinstance(record.event, ag.RoundCompleted) or (
+                        self.config.restart_in_place and isinstance(record.event, in_place)
+                    )
                     assert 0 <= effect.group_rank < effect.group_world_size <= self.config.max_nodes
                     assert effect.restart_count <= self.config.max_restarts
+
+    @invariant()
+    def inv_A9_in_place_restart_stops_the_old_attempt_first(self) -> None:
+        """A step that starts workers again (in place) stops the old attempt's workers first,
+        and opens the attempt between the two."""
+        for record in self.new_records("inv_A9_in_place_restart_stops_the_old_attempt_first"):
+            kinds = [type(e) for e in record.result.effects]
+            if ag.StartWorkers not in kinds or record.before.phase is P.RENDEZVOUS:
+                continue
+            assert kinds[0] is ag.StopWorkers, record
+            assert kinds[-1] is ag.StartWorkers, record
+            assert kinds[1:-1] in ([], [ag.OpenAttempt]), record
+
+    @invariant()
+    def inv_A10_attempt_count_is_rounds_plus_attempt(self) -> None:
+        """Every node starts attempt n of a round with the round's restart count plus n."""
+        for starts in self.starts.values():
+            for s in starts:
+                assert s.restart_count == self.oracle.counts[s.round] + s.attempt, s
+
+    @invariant()
+    def inv_A11_a_failure_spends_one_unit_either_way(self) -> None:
+        """A failure with budget left spends one unit job-wide, in place or by re-joining: the
+        attempt it opens is the next one, its count one more; the job-wide count is the units
+        spent (attempts opened plus rounds a failure went into)."""
+        for record in self.new_records("inv_A11_a_failure_spends_one_unit_either_way"):
+            opens = [e for e in record.result.effects if isinstance(e, ag.OpenAttempt)]
+            if not opens:
+                continue
+            before, after = record.before, record.result.state
+            assert opens == [
+                ag.OpenAttempt(
+                    round=before.round, attempt=before.attempt + 1, reason=opens[0].reason
+                )
+            ]
+            assert after.restart_count == before.restart_count + 1
+        assert self.oracle.restart_count + self.oracle.attempt == self.oracle.spent
 
 
 TestAgentsAndBudget = AgentsAndBudget.TestCase

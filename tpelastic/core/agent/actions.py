@@ -1,6 +1,7 @@
 """The agent's actions: pure (state, observation, config) -> (state, effects), effects in order.
 
-StopWorkers always comes first in a step that also joins or opens a round.
+StopWorkers always comes first in a step that also joins or opens a round, opens an attempt
+or starts workers again.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from attrs import evolve
 
 from tpelastic.core.agent import events as ev
-from tpelastic.core.agent.guards import FailureEvent
+from tpelastic.core.agent.guards import FailureEvent, attempt_restart_count
 from tpelastic.core.agent.states import (
     EXIT_OK,
     EXIT_RENDEZVOUS_FAILED,
@@ -44,6 +45,7 @@ def start_workers(state: AgentState, event: ev.RoundCompleted, config: AgentConf
         group_rank=event.group_rank,
         group_world_size=event.group_world_size,
         restart_count=event.restart_count,
+        attempt=0,
     )
     start = ev.StartWorkers(
         round=event.round,
@@ -113,6 +115,52 @@ def restart_after_failure(state: AgentState, event: FailureEvent, config: AgentC
     reason = _describe(_failures(state, event))
     effects = (ev.StopWorkers(reason=reason), ev.JoinRendezvous(failure=True))
     return evolve(state, last_failure=reason), effects
+
+
+def _restart_as(state: AgentState, attempt: int, reason: str) -> tuple[AgentState, object]:
+    """The state and StartWorkers of ``attempt`` of this node's round (same ranks and world)."""
+    count = attempt_restart_count(state, attempt)
+    new = evolve(state, attempt=attempt, restart_count=count)
+    start = ev.StartWorkers(
+        round=state.round,
+        group_rank=state.group_rank,
+        group_world_size=state.group_world_size,
+        restart_count=count,
+        local_world_size=state.local_world_size,
+        attempt=attempt,
+    )
+    return new, start
+
+
+def restart_in_place(state: AgentState, event: FailureEvent, config: AgentConfig) -> Out:
+    reason = _describe(_failures(state, event))
+    attempt = state.attempt + 1
+    new, start = _restart_as(state, attempt, reason)
+    effects = (
+        ev.StopWorkers(reason=reason),
+        ev.OpenAttempt(round=state.round, attempt=attempt, reason=reason),
+        start,
+    )
+    return evolve(new, last_failure=reason), effects
+
+
+def follow_attempt(state: AgentState, event: ev.AttemptOpened, config: AgentConfig) -> Out:
+    reason = f"round {event.round} attempt {event.attempt} opened: {event.reason}"
+    new, start = _restart_as(state, event.attempt, reason)
+    return new, (ev.StopWorkers(reason=reason), start)
+
+
+def fail_attempt_over_budget(
+    state: AgentState, event: ev.AttemptOpened, config: AgentConfig
+) -> Out:
+    count = attempt_restart_count(state, event.attempt)
+    reason = f"round {event.round} attempt {event.attempt} has restart_count {count} > max_restarts"
+    effects = (
+        *_stop_if_running(state, reason),
+        ev.LeaveRendezvous(reason=reason),
+        ev.ReportFailure(reason=reason, exit_code=EXIT_WORKERS_FAILED),
+    )
+    return _finish(state, EXIT_WORKERS_FAILED, reason), effects
 
 
 def fail_job(state: AgentState, event: FailureEvent, config: AgentConfig) -> Out:

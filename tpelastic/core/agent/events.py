@@ -1,8 +1,9 @@
 """What an agent observes (past tense, each at the observer's ``now``) and what it orders.
 
 Effects are orders for the driver, carried out in the order a step lists them. The one rule that
-matters: **StopWorkers always comes before JoinRendezvous or OpenNextRound in one step** (a node
-fences its own workers before it takes part in a new world).
+matters: **StopWorkers always comes before JoinRendezvous, OpenNextRound, OpenAttempt or
+StartWorkers in one step** (a node fences its own workers before it takes part in a new world
+or starts a new attempt).
 """
 
 from __future__ import annotations
@@ -121,6 +122,21 @@ class NextRoundOpened:
 
 
 @frozen(kw_only=True)
+class AttemptOpened:
+    """A member of round ``round`` (maybe this node) opened its in-place ``attempt``: every
+    member restarts its workers for that attempt, keeping the round's ranks and world."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    round: int = field(validator=validators.ge(0))
+    attempt: int = field(validator=validators.ge(1))
+    reason: str
+
+
+@frozen(kw_only=True)
 class ExitBarrierPassed:
     """Every node of the round reached the exit barrier."""
 
@@ -176,6 +192,7 @@ AgentEventT = (
     | WorkerStuck
     | NodesWaiting
     | NextRoundOpened
+    | AttemptOpened
     | ExitBarrierPassed
     | ExitBarrierTimedOut
     | RendezvousClosed
@@ -190,6 +207,7 @@ AGENT_EVENTS: tuple[type, ...] = (
     WorkerStuck,
     NodesWaiting,
     NextRoundOpened,
+    AttemptOpened,
     ExitBarrierPassed,
     ExitBarrierTimedOut,
     RendezvousClosed,
@@ -212,7 +230,8 @@ class JoinRendezvous:
 
 @frozen(kw_only=True)
 class StartWorkers:
-    """Start the local workers for this round's world."""
+    """Start the local workers for this round's world, as its in-place ``attempt`` (0: the
+    round's first start; each attempt has its own namespace and bootstrap endpoint)."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -223,6 +242,7 @@ class StartWorkers:
     group_world_size: int
     restart_count: int
     local_world_size: int
+    attempt: int = 0
 
 
 @frozen(kw_only=True)
@@ -246,6 +266,20 @@ class OpenNextRound:
 
     reason: str
     after_round: int
+
+
+@frozen(kw_only=True)
+class OpenAttempt:
+    """Open in-place ``attempt`` of ``round`` for every member (first writer wins: a member
+    opening the same attempt at once spends nothing more)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    round: int
+    attempt: int
+    reason: str
 
 
 @frozen(kw_only=True)
@@ -299,6 +333,7 @@ __all__ = [
     "AGENT_EVENTS",
     "AgentEventT",
     "AgentStarted",
+    "AttemptOpened",
     "CloseRendezvous",
     "EnterExitBarrier",
     "ExitBarrierPassed",
@@ -307,6 +342,7 @@ __all__ = [
     "LeaveRendezvous",
     "NextRoundOpened",
     "NodesWaiting",
+    "OpenAttempt",
     "OpenNextRound",
     "Outcome",
     "RendezvousClosed",

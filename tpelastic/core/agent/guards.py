@@ -35,9 +35,17 @@ def _rank_known(state: AgentState, event: FailureEvent) -> bool:
 
 
 def budget_left(state: AgentState, event: FailureEvent, config: AgentConfig) -> bool:
-    """May the job restart once more (restart_count < max_restarts)?"""
+    """May the job restart once more (restart_count < max_restarts), by re-joining (the
+    rendezvous cannot restart a round in place)?"""
     left = can_restart(state.restart_count, config.max_restarts)
-    return _rank_known(state, event) and left
+    return _rank_known(state, event) and left and not config.restart_in_place
+
+
+def budget_left_in_place(state: AgentState, event: FailureEvent, config: AgentConfig) -> bool:
+    """May the job restart once more (restart_count < max_restarts), in place (the rendezvous
+    restarts a round's workers as its next attempt)?"""
+    left = can_restart(state.restart_count, config.max_restarts)
+    return _rank_known(state, event) and left and config.restart_in_place
 
 
 def budget_spent(state: AgentState, event: FailureEvent, config: AgentConfig) -> bool:
@@ -59,6 +67,27 @@ def no_room_for_waiting(state: AgentState, event: ev.NodesWaiting, config: Agent
 def newer_round(state: AgentState, event: ev.NextRoundOpened, config: AgentConfig) -> bool:
     """Is the opened round newer than the one this node is in?"""
     return event.round > state.round
+
+
+def attempt_restart_count(state: AgentState, attempt: int) -> int:
+    """The job-wide restart count of ``attempt`` of this node's round: the round's + attempt."""
+    return state.restart_count - state.attempt + attempt
+
+
+def _newer_attempt(state: AgentState, event: ev.AttemptOpened) -> bool:
+    return event.round == state.round and event.attempt > state.attempt
+
+
+def attempt_fits(state: AgentState, event: ev.AttemptOpened, config: AgentConfig) -> bool:
+    """Is it a newer attempt of this node's round, its restart count within max_restarts?"""
+    in_budget = attempt_restart_count(state, event.attempt) <= config.max_restarts
+    return _newer_attempt(state, event) and in_budget
+
+
+def attempt_over_budget(state: AgentState, event: ev.AttemptOpened, config: AgentConfig) -> bool:
+    """Is it a newer attempt of this node's round whose restart count is past max_restarts?"""
+    over = attempt_restart_count(state, event.attempt) > config.max_restarts
+    return _newer_attempt(state, event) and over
 
 
 def closed_succeeded(state: AgentState, event: ev.RendezvousClosed, config: AgentConfig) -> bool:

@@ -47,6 +47,9 @@ class AgentConfig:
     max_nodes: int = field(validator=_nodes_ordered)
     local_world_size: int = field(default=1, validator=validators.ge(1))
     role: str = field(default="default", validator=validators.min_len(1))
+    # The rendezvous can restart a round's workers in place (attempts within a round: the
+    # dynamic handler); otherwise a worker failure re-joins and a new round spends the unit.
+    restart_in_place: bool = False
 
 
 @frozen(kw_only=True)
@@ -61,8 +64,10 @@ class AgentState:
     round: int = field(default=-1, validator=validators.ge(-1))  # -1: no round joined yet
     group_rank: int = field(default=-1, validator=validators.ge(-1))
     group_world_size: int = field(default=0, validator=validators.ge(0))
-    # The job-wide count agreed in the last round; never decreases.
+    # The job-wide count: the last round's plus the in-place attempt; never decreases.
     restart_count: int = field(default=0, validator=validators.ge(0))
+    # The in-place attempt of the round the workers run (0: its first start; reset by a round).
+    attempt: int = field(default=0, validator=validators.ge(0))
     local_world_size: int = field(default=1, validator=validators.ge(1))
     last_failure: str | None = None  # why the last attempt ended badly, if it did
     exit_code: int | None = None  # set exactly when the phase is terminal

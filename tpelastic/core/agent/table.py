@@ -4,11 +4,15 @@ The run loop only observes (rendezvous results, worker exits, nodes waiting, sig
 carries out the effects a step returns, in order; it decides nothing. Guards are in guards.py and
 actions in actions.py, all pure. Rules the rows keep:
 
-* StopWorkers always comes before JoinRendezvous or OpenNextRound in one step: a node fences its
-  own workers before it takes part in a new world. Every step that leaves RUNNING stops workers.
-* A worker failure (or hang) with budget left re-joins reporting the failure; the next round's
-  closer spends one unit job-wide. With no budget left the job fails and the rendezvous is closed
-  for everyone.
+* StopWorkers always comes before JoinRendezvous, OpenNextRound, OpenAttempt or StartWorkers in
+  one step: a node fences its own workers before it takes part in a new world or starts a new
+  attempt. Every step that leaves RUNNING stops workers.
+* A worker failure (or hang) with budget left spends one unit job-wide. Where the rendezvous can
+  restart a round in place (``restart_in_place``), the node opens the round's next attempt and
+  starts its workers again for it; every other member follows on seeing the attempt opened (its
+  restart count is the round's plus the attempt on every node). Otherwise the node re-joins
+  reporting the failure and the next round's closer spends the unit. With no budget left the job
+  fails and the rendezvous is closed for everyone.
 * A membership change (nodes waiting, a peer opening the next round) re-joins without a report,
   so it spends nothing.
 * A signal leaves the rendezvous gracefully and never closes it for the others.
@@ -25,6 +29,7 @@ from tpelastic.core.table import Action, Guard, Row, Step, build_table
 A = AgentPhase
 # Rows are grouped by event, then by source phase: the order the exported table shows them in.
 _JOINED = (A.RENDEZVOUS, A.RUNNING, A.EXIT_BARRIER)
+_NEVER = "cannot happen while every node follows this table; fail rather than overspend"
 ROWS = (
     Row(src=A.INIT, on=ev.AgentStarted, dst=A.RENDEZVOUS, action="join_fresh"),
     Row(
@@ -40,7 +45,7 @@ ROWS = (
         dst=A.FAILED,
         guard="round_over_budget",
         action="fail_over_budget",
-        note="cannot happen while every node follows this table; fail rather than overspend",
+        note=_NEVER,
     ),
     Row(src=A.RENDEZVOUS, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
     Row(src=A.RUNNING, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
@@ -56,6 +61,14 @@ ROWS = (
         row
         for on in (ev.WorkersFailed, ev.WorkerStuck)
         for row in (
+            Row(
+                src=A.RUNNING,
+                on=on,
+                dst=A.RUNNING,
+                guard="budget_left_in_place",
+                action="restart_in_place",
+                note="opens the round's next attempt: one unit job-wide, every member follows",
+            ),
             Row(
                 src=A.RUNNING,
                 on=on,
@@ -99,6 +112,40 @@ ROWS = (
         dst=A.RENDEZVOUS,
         note="already joining: the rendezvous follows the newest round",
     ),
+    *(
+        row
+        for src in (A.RUNNING, A.EXIT_BARRIER)
+        for row in (
+            Row(
+                src=src,
+                on=ev.AttemptOpened,
+                dst=A.RUNNING,
+                guard="attempt_fits",
+                action="follow_attempt",
+                note="a member restarted the round in place: restart with it",
+            ),
+            Row(
+                src=src,
+                on=ev.AttemptOpened,
+                dst=A.FAILED,
+                guard="attempt_over_budget",
+                action="fail_attempt_over_budget",
+                note=_NEVER,
+            ),
+            Row(
+                src=src,
+                on=ev.AttemptOpened,
+                dst=src,
+                note="another round's attempt, or one this node already runs: nothing to do",
+            ),
+        )
+    ),
+    Row(
+        src=A.RENDEZVOUS,
+        on=ev.AttemptOpened,
+        dst=A.RENDEZVOUS,
+        note="already joining: the next round carries the attempts into its restart count",
+    ),
     Row(src=A.EXIT_BARRIER, on=ev.ExitBarrierPassed, dst=A.SUCCEEDED, action="close_succeeded"),
     Row(
         src=A.EXIT_BARRIER,
@@ -122,10 +169,13 @@ GUARDS: dict[str, Guard] = {
     "round_fits": gd.round_fits,
     "round_over_budget": gd.round_over_budget,
     "budget_left": gd.budget_left,
+    "budget_left_in_place": gd.budget_left_in_place,
     "budget_spent": gd.budget_spent,
     "room_for_waiting": gd.room_for_waiting,
     "no_room_for_waiting": gd.no_room_for_waiting,
     "newer_round": gd.newer_round,
+    "attempt_fits": gd.attempt_fits,
+    "attempt_over_budget": gd.attempt_over_budget,
     "closed_succeeded": gd.closed_succeeded,
     "closed_failed": gd.closed_failed,
 }
@@ -137,6 +187,9 @@ ACTIONS: dict[str, Action] = {
     "succeed_despite_rendezvous": act.succeed_despite_rendezvous,
     "enter_exit_barrier": act.enter_exit_barrier,
     "restart_after_failure": act.restart_after_failure,
+    "restart_in_place": act.restart_in_place,
+    "follow_attempt": act.follow_attempt,
+    "fail_attempt_over_budget": act.fail_attempt_over_budget,
     "fail_job": act.fail_job,
     "scale_up": act.scale_up,
     "rejoin": act.rejoin,
@@ -158,10 +211,13 @@ TABLE = build_table(
     doc=(
         "Every decision of the agent (one node, one role) is in this table; guards and actions "
         "live in `tpelastic/core/agent/guards.py` and `actions.py`. The run loop only observes "
-        "and carries out the effects, in order. StopWorkers always comes before JoinRendezvous "
-        "or OpenNextRound in one step: a node fences its own workers before it takes part in a "
-        "new world. A worker failure or hang re-joins reporting the failure while "
-        "`restart_count < max_restarts` (the next round spends one unit job-wide) and otherwise "
+        "and carries out the effects, in order. StopWorkers always comes before JoinRendezvous, "
+        "OpenNextRound, OpenAttempt or StartWorkers in one step: a node fences its own workers "
+        "before it takes part in a new world or starts a new attempt. A worker failure or hang "
+        "while `restart_count < max_restarts` spends one unit job-wide: with "
+        "`restart_in_place` the node opens the round's next attempt and every member restarts "
+        "its workers for it (restart count: the round's plus the attempt), otherwise it re-joins "
+        "reporting the failure and the next round spends the unit. Without budget it "
         "fails the job and closes the rendezvous; a membership change re-joins without "
         "spending; a signal leaves gracefully and never closes the rendezvous. Exit codes: 0 "
         "succeeded, 1 workers failed with no budget left (or the job failed elsewhere), 3 "
