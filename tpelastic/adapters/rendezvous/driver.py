@@ -134,6 +134,7 @@ def run_join(
     clock: Callable[[], float] = time.monotonic,
     heartbeats_held: Callable[[], bool] = lambda: True,
     reconnect_delay: float = 1.0,
+    attempt: int = 0,
 ) -> JoinSucceeded:
     """Join the run's forming round and block until it completes; return this node's rank in it.
 
@@ -141,7 +142,8 @@ def run_join(
     ``reconnect_delay`` seconds until its deadline, and takes up the place the node holds: the
     round it completed with, or its slot in the round still forming. ``heartbeats_held`` says
     whether the node's heartbeats kept landing meanwhile (when not, a peer may have found it
-    dead, so it re-forms its world instead of resuming it).
+    dead, so it re-forms its world instead of resuming it). ``attempt`` is the highest in-place
+    attempt of ``from_round`` this node ran or saw opened (the next round's count carries it).
 
     Raises:
         RendezvousClosedError: the run is closed.
@@ -153,7 +155,13 @@ def run_join(
     """
     context = f"joining run {run_id!r} as {node!r}"
     event = JoinRequested(
-        run_id=run_id, node=node, now=clock(), addr=addr, from_round=from_round, reason=reason
+        run_id=run_id,
+        node=node,
+        now=clock(),
+        addr=addr,
+        from_round=from_round,
+        reason=reason,
+        attempt=attempt,
     )
     retried = False
     with store_errors_as_rendezvous_errors(context):

@@ -12,6 +12,12 @@ reports ``next_opened`` the world is over and the agent stops its workers and re
 reports waiting nodes, the agent may open the next round to admit them. Where the store holds a
 wait for any of several keys (``WaitAnyStore``: our TCPStore), the agent also blocks in
 :meth:`~DynamicRendezvousHandler.wait_for_change` on a thread and looks the moment it returns.
+
+A worker failure restarts the round *in place* (see :mod:`tpelastic.core.rendezvous.attempts`):
+the failed node calls :meth:`~DynamicRendezvousHandler.open_attempt`, every other member sees
+``next_attempt`` in its look and calls :meth:`~DynamicRendezvousHandler.follow_attempt`; then each
+asks :meth:`~DynamicRendezvousHandler.attempt_info` for the attempt's own store namespace and a
+fresh bootstrap endpoint. Same members, ranks and world; one store write and one wake-up each.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreIn
 from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
 from tpelastic.adapters.rendezvous.settings import RendezvousSettings
 from tpelastic.adapters.stores.prefixed import PrefixedStore
-from tpelastic.core.rendezvous import membership
+from tpelastic.core.rendezvous import attempts, membership
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LivenessTracker, judge
@@ -78,11 +84,14 @@ class DynamicRendezvousInfo(RendezvousInfo):
 
     Attributes:
         round: the completed round's number (increases with every re-rendezvous).
-        restart_count: job-wide restarts so far: one per round after a reported worker failure.
+        restart_count: job-wide restarts so far: one per round after a reported worker failure
+            and one per in-place attempt (the round's count plus ``attempt``).
+        attempt: the round's in-place attempt this info is for (0: the round's first start).
     """
 
     round: int = field(default=0, kw_only=True)
     restart_count: int = field(default=0, kw_only=True)
+    attempt: int = field(default=0, kw_only=True)
 
 
 class DynamicRendezvousHandler(RendezvousHandler):
@@ -141,6 +150,10 @@ class DynamicRendezvousHandler(RendezvousHandler):
         # The round whose arrival counter a look has seen present: wait_for_change leaves that
         # key out (it stays present, so waiting on it would return at once, again and again).
         self._arrivals_seen: int | None = None
+        # The in-place attempt of our round this node runs (0 after every next_rendezvous), and
+        # the one a look saw opened (wait_for_change leaves that key out until we follow it).
+        self._attempt = 0
+        self._attempt_seen = 0
 
     @classmethod
     def from_parameters(
@@ -214,6 +227,8 @@ class DynamicRendezvousHandler(RendezvousHandler):
             addr=self._local_addr or "",
             from_round=previous.result.round_no if previous else None,
             reason=reason,
+            # The attempts spent in our last round: its closer carries them into the new count.
+            attempt=max(self._attempt, self._attempt_seen) if previous else 0,
             clock=self._clock,
             # A join that loses the store resumes the node's place only while its own
             # heartbeats held: otherwise a peer may already have found it dead.
@@ -221,6 +236,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
         )
         self._joined = joined
         self._liveness = LivenessTracker()
+        self._attempt = self._attempt_seen = 0
         return self._info(joined)
 
     def is_closed(self) -> bool:
@@ -294,12 +310,14 @@ class DynamicRendezvousHandler(RendezvousHandler):
     # --- extensions the agent uses --------------------------------------------------------------
 
     def watch(self) -> RoundWatch:
-        """One look at the round after this node's: closed? opened? how many wait there?
+        """One look at the round after this node's: closed? opened? how many wait there? And
+        was the next in-place attempt of our round opened (``next_attempt``: the opener's
+        reason; the attempt is :attr:`attempt` + 1)?
 
         Also looks at the ring successor's heartbeat: with leases, its key gone means dead at
         once; otherwise its counter is timed on this node's clock and not moving for the
         heartbeat timeout means dead. A dead successor is reported, which opens the next round
-        (``next_opened`` is then ``"membership"``). Costs 3-4 store reads.
+        (``next_opened`` is then ``"membership"``). Costs 4-5 store reads.
 
         Raises:
             RendezvousError: no round completed yet (call :meth:`next_rendezvous` first).
@@ -307,10 +325,12 @@ class DynamicRendezvousHandler(RendezvousHandler):
         """
         result = self._require_round("watch")
         with self._errors("watching the next round"):
-            ops = membership.watch_ops(self._keys, result.round_no)
+            ops = membership.watch_ops(self._keys, result.round_no, self._attempt)
             seen = membership.read_watch(execute_ops(self._store, ops))
             if seen.waiting > 0:
                 self._arrivals_seen = result.round_no + 1
+            if seen.next_attempt is not None:
+                self._attempt_seen = max(self._attempt_seen, self._attempt + 1)
             if seen.closed is not None:
                 self._closed = True
             elif seen.next_opened is None:
@@ -337,7 +357,8 @@ class DynamicRendezvousHandler(RendezvousHandler):
         """Block until something a :meth:`watch` reports may have changed, or ``timeout`` s pass.
 
         One held store wait for any of the keys :meth:`watch` reads: the rendezvous closed,
-        the next round opened, or (until a look has seen one) a node arrived at it. It decides
+        the next round opened, the next in-place attempt opened (until a look has seen it), or
+        (until a look has seen one) a node arrived at the next round. It decides
         nothing: True means "look now"; the look and the core decide what it means. It does not
         see a silent (dead) successor: only a look's heartbeat check does.
 
@@ -352,10 +373,13 @@ class DynamicRendezvousHandler(RendezvousHandler):
         joined = self._joined
         if not self._wait_any or joined is None or self._shut_down is not None:
             return False
-        round_no = joined.result.round_no
-        keys = [op.key for op in membership.watch_ops(self._keys, round_no) if isinstance(op, Get)]
+        round_no, attempt = joined.result.round_no, self._attempt
+        ops = membership.watch_ops(self._keys, round_no, attempt)
+        keys = [op.key for op in ops if isinstance(op, Get)]
         if self._arrivals_seen == round_no + 1:
             keys.remove(self._keys.arrivals(round_no + 1))
+        if self._attempt_seen > attempt:  # seen, not yet followed: it stays present
+            keys.remove(attempts.next_attempt_key(self._keys, round_no, attempt))
         with self._errors("waiting for a change to the next round"):
             return bool(self._store.wait_any(keys, timeout))  # type: ignore[attr-defined]
 
@@ -369,6 +393,64 @@ class DynamicRendezvousHandler(RendezvousHandler):
         result = self._require_round("open_next_round")
         with self._errors("opening the next round"):
             execute_ops(self._store, membership.open_next_round_ops(self._keys, result, reason))
+
+    @property
+    def attempt(self) -> int:
+        """The in-place attempt of this node's round it runs (0: the round's first start)."""
+        return self._attempt
+
+    def open_attempt(self, reason: str, *, attempt: int | None = None) -> int:
+        """Restart our round in place: open its next attempt (``attempt``, default
+        :attr:`attempt` + 1) for every member and move to it. First writer wins: a member that
+        opened the same attempt at once spends nothing more.
+
+        Returns:
+            The attempt this node now runs.
+
+        Raises:
+            ValueError: ``attempt`` is not newer than :attr:`attempt`.
+            RendezvousError: no round completed yet.
+            RendezvousConnectionError: the store could not be reached (the attempt is then
+                not ours: :attr:`attempt` stays).
+        """
+        result = self._require_round("open_attempt")
+        nxt = self._attempt + 1 if attempt is None else attempt
+        if nxt <= self._attempt:
+            raise ValueError(f"attempt {nxt} is not newer than attempt {self._attempt}")
+        with self._errors(f"opening attempt {nxt} of round {result.round_no}"):
+            execute_ops(
+                self._store, attempts.open_attempt_ops(self._keys, result.round_no, nxt, reason)
+            )
+        self._attempt = nxt
+        return nxt
+
+    def follow_attempt(self, attempt: int) -> None:
+        """Move to ``attempt`` of our round, which a member opened (a look reported it). From
+        attempt ``n`` a look reads only ``n + 1``; attempts are opened in order, so moving to
+        the newest seen skips nothing a member still needs. Idempotent.
+
+        Raises:
+            ValueError: ``attempt`` is older than :attr:`attempt`.
+            RendezvousError: no round completed yet.
+        """
+        self._require_round("follow_attempt")
+        if attempt < self._attempt:
+            raise ValueError(f"attempt {attempt} is older than attempt {self._attempt}")
+        self._attempt = attempt
+
+    def attempt_info(self, *, timeout: float) -> DynamicRendezvousInfo:
+        """What the workers of our round's current attempt need: the attempt's own store
+        namespace and a fresh bootstrap endpoint (rank 0 publishes a new free port under it;
+        the others wait up to ``timeout`` s for it; call again to wait longer).
+
+        Raises:
+            RendezvousError: no round completed yet.
+            RendezvousTimeoutError: rank 0 published nothing within ``timeout``.
+            RendezvousConnectionError, RendezvousStateError: as for :meth:`next_rendezvous`.
+        """
+        self._require_round("attempt_info")
+        assert self._joined is not None
+        return self._info(self._joined, attempt=self._attempt, timeout=timeout)
 
     def keep_alive_healthy(self) -> bool:
         """False once the last heartbeat that landed is ``heartbeat_timeout -
@@ -416,9 +498,11 @@ class DynamicRendezvousHandler(RendezvousHandler):
                 clock=self._clock,
             ).start()
 
-    def _info(self, joined: JoinSucceeded) -> DynamicRendezvousInfo:
+    def _info(
+        self, joined: JoinSucceeded, *, attempt: int = 0, timeout: float | None = None
+    ) -> DynamicRendezvousInfo:
         result = joined.result
-        prefix = self._keys.work_prefix(result.round_no)
+        prefix = self._keys.work_prefix(result.round_no, attempt)
         # Rank 0 publishes right after its own join; waiting as long as a follower waits for a
         # closer bounds the read without tying the node up for the whole join timeout.
         bootstrap = RendezvousStoreInfo.build(
@@ -426,7 +510,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
             self._store,
             self._local_addr,
             key=f"{prefix}/master",
-            timeout=self.settings.config.takeover_delay,
+            timeout=self.settings.config.takeover_delay if timeout is None else timeout,
         )
         return DynamicRendezvousInfo(
             self._scoped(prefix),
@@ -436,7 +520,8 @@ class DynamicRendezvousHandler(RendezvousHandler):
             tuple(p.node for p in result.participants),
             (),
             round=result.round_no,
-            restart_count=result.restart_count,
+            restart_count=attempts.attempt_restart_count(result, attempt),
+            attempt=attempt,
         )
 
     def _scoped(self, prefix: str) -> KeyValueStore:
