@@ -1,15 +1,26 @@
 """How the simulator's cost grows with the number of nodes (a benchmark, not a test).
 
-For each size N and failure count F: N nodes form the first round, then F times a training
-node's workers fail and all N nodes re-form the world (a full re-rendezvous each time). Each run
-is its own process (so peak memory is that run's). Prints wall and CPU time, the first round's
-wall time, virtual seconds, store operations, simulator actions (events processed), peak
-resident memory, and the growth exponent of CPU time between sizes (1.0 = linear, 2.0 =
-quadratic; CPU time, because the machine is shared and wall time moves with the load), with the
-load average before and after.
+For each size N and failure count F: N nodes form the first round, then F faults, each followed
+by the recovery. What a fault is (``--fault``):
+
+* ``inplace`` (default): a training node's workers fail and the round restarts in place: the
+  node opens the round's next attempt, every member learns of it on its held wait and restarts
+  as it. The run settles when every node runs attempt k (it advances by one latency at a time,
+  so the members' heartbeats barely run: a recovery is a few milliseconds of virtual time).
+* ``rejoin``: the same failure with a rendezvous that cannot restart in place: the failed node
+  re-joins and all N nodes re-form the world (a full re-rendezvous; the protocol before
+  attempts, measured as before: the run advances in 0.25 s steps until all train in round k).
+* ``crash``: a training node dies; the others find it dead (heartbeat timeout) and re-form the
+  world without it (a full re-rendezvous of N - k nodes, after seconds of virtual time).
+
+Each run is its own process (so peak memory is that run's). Prints wall and CPU time, the first
+round's wall time, virtual seconds per recovery, store operations, simulator actions (events
+processed), peak resident memory, and the growth exponent of CPU time between sizes (1.0 =
+linear, 2.0 = quadratic; CPU time, because the machine is shared and wall time moves with the
+load), with the load average before and after.
 
     python bench/sim_scale.py                                  # 1000,2000,5000,10000 x 0,100
-    python bench/sim_scale.py --sizes 1000,2000 --failures 10
+    python bench/sim_scale.py --sizes 1000,2000 --failures 10 --fault rejoin
 
 Runs pause Python's cyclic garbage collector (``tpelastic.adapters.sim.collector``); ``--gc``
 keeps it running, to measure what it costs. ``--json FILE`` appends one JSON object per run.
@@ -31,41 +42,57 @@ from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.sim.cluster import Cluster, Status
 
 CONFIG = dict(heartbeat_interval=1.0, heartbeat_timeout=3.0, last_call_timeout=2.0)
+FAULTS = ("inplace", "rejoin", "crash")
 
 
-def settle(cluster: Cluster, n: int, round_no: int, limit: float = 120.0) -> float:
-    """Advance in small steps until all n nodes train in ``round_no``; return virtual seconds."""
+def settle(cluster: Cluster, n: int, world: tuple[int, int], step: float = 0.25) -> float:
+    """Advance by ``step`` until ``n`` nodes train in ``world`` (round, attempt) and nobody
+    else trains; return the virtual seconds it took."""
     started = cluster.now
-    while cluster.now - started < limit:
-        if cluster.training_rounds() == {round_no} and _training(cluster) == n:
+    while cluster.now - started < 120.0:
+        if cluster.worlds() == {world: n}:
             return cluster.now - started
-        cluster.advance(0.25)
-    raise RuntimeError(f"{n} nodes did not all train in round {round_no} within {limit}s")
+        cluster.advance(step)
+    raise RuntimeError(f"{n} nodes did not all train in {world} within 120s")
 
 
-def _training(cluster: Cluster) -> int:
-    return cluster._training.get(next(iter(cluster._training)), 0) if cluster._training else 0
+def victim(cluster: Cluster, n: int, k: int) -> str:
+    """The k-th fault's node: spread over the world, the next training one if that one is not."""
+    for i in range(n):
+        name = f"n{(k * 7919 + i) % n}"
+        if cluster.nodes[name].status is Status.TRAINING:
+            return name
+    raise RuntimeError("no training node left")
 
 
-def run(n: int, failures: int, latency: float) -> dict[str, float]:
+def run(n: int, failures: int, latency: float, fault: str) -> dict[str, object]:
     """One measured run in this process."""
     config = RendezvousConfig(min_nodes=max(1, n // 2), max_nodes=n, **CONFIG)
-    cluster = Cluster(config=config, latency=latency, detail=False)
+    cluster = Cluster(
+        config=config, latency=latency, detail=False, restart_in_place=fault == "inplace"
+    )
     wall, cpu = time.perf_counter(), time.process_time()
     for i in range(n):
         cluster.start(f"n{i}")
-    first_virtual = settle(cluster, n, 0)
+    first_virtual = settle(cluster, n, (0, 0))
     first_wall = time.perf_counter() - wall
     recovery = 0.0
-    for k in range(failures):
-        victim = f"n{(k * 7919) % n}"
-        assert cluster.nodes[victim].status is Status.TRAINING
-        cluster.fail_workers(victim)
-        recovery += settle(cluster, n, k + 1)
-    assert not cluster.overlaps
+    for k in range(1, failures + 1):
+        name = victim(cluster, n, k)
+        if fault == "crash":
+            cluster.crash(name)
+            recovery += settle(cluster, n - k, (k, 0))
+        elif fault == "rejoin":
+            cluster.fail_workers(name)
+            recovery += settle(cluster, n, (k, 0))
+        else:
+            cluster.fail_workers(name)
+            recovery += settle(cluster, n, (0, k), step=max(latency, 1e-3))
+    assert not cluster.overlaps, cluster.overlaps[:3]
     return {
         "n": n,
         "failures": failures,
+        "fault": fault,
         "wall": time.perf_counter() - wall,
         "cpu": time.process_time() - cpu,
         "first_wall": first_wall,
@@ -79,10 +106,10 @@ def run(n: int, failures: int, latency: float) -> dict[str, float]:
 
 def child(args: argparse.Namespace) -> None:
     if args.gc:
-        row = run(args.one, args.failures_one, args.latency)
+        row = run(args.one, args.failures_one, args.latency, args.fault)
     else:
         with collector_paused():
-            row = run(args.one, args.failures_one, args.latency)
+            row = run(args.one, args.failures_one, args.latency, args.fault)
     print(json.dumps(row))
 
 
@@ -92,7 +119,8 @@ def load() -> str:
 
 def measure(n: int, failures: int, args: argparse.Namespace) -> dict[str, float]:
     command = [sys.executable, __file__, "--one", str(n), "--failures-one", str(failures)]
-    command += ["--latency", str(args.latency)]
+    command += ["--latency", str(args.latency), "--fault", args.fault]
+    command += ["--gc"] if args.gc else []
     done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     if done.returncode != 0:
         raise RuntimeError(f"N={n} F={failures} failed:\n{done.stderr[-2000:]}")
@@ -104,6 +132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,2000,5000,10000")
     parser.add_argument("--failures", default="0,100", help="comma-separated failure counts")
+    parser.add_argument("--fault", choices=FAULTS, default="inplace", help="what a failure is")
     parser.add_argument("--latency", type=float, default=0.001)
     parser.add_argument("--gc", action="store_true", help="keep the garbage collector running")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per run")
@@ -115,7 +144,9 @@ def main() -> None:
         child(args)
         return
     collector = "collector on" if args.gc else "collector paused"
-    print(f"latency {args.latency}s; {collector}; load average before: {load()}")
+    print(
+        f"fault {args.fault}; latency {args.latency}s; {collector}; load average before: {load()}"
+    )
     print(
         f"{'nodes':>6} {'fails':>5} {'wall s':>8} {'cpu s':>8} {'first s':>8} {'virt rec':>8} "
         f"{'store ops':>11} {'actions':>10} {'peak MB':>8} {'growth':>6}"
@@ -131,7 +162,7 @@ def main() -> None:
                 growth = f"{ratio:.2f}"
             print(
                 f"{n:>6} {failures:>5} {row['wall']:>8.2f} {row['cpu']:>8.2f} "
-                f"{row['first_wall']:>8.2f} {row['recovery_virtual']:>8.2f} "
+                f"{row['first_wall']:>8.2f} {row['recovery_virtual']:>8.3f} "
                 f"{int(row['store_ops']):>11,} {int(row['actions']):>10,} "
                 f"{row['peak_mb']:>8.0f} {growth:>6}",
                 flush=True,

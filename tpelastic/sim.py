@@ -2,13 +2,14 @@
 
 ``Cluster`` runs the real rendezvous join machine for every node over a simulated store, with a
 per-batch latency and faults (crash, graceful leave, late join, slow node, worker failure,
-heartbeat loss, store outage, partition of a node, close). A :class:`Scenario` describes a run
-as data (``load_scenario`` reads one from TOML or JSON); :func:`run_scenario` simulates it and
-returns a :class:`SimReport` (summary and trace); ``write_trace`` and ``plot_timeline`` turn that
-into the launcher's event stream and a picture. :func:`explore` checks every interleaving of a
-small configuration against the invariants of ``specs/rendezvous_join.md``. Wrap runs of
-thousands of nodes in ``with collector_paused():`` (Python's cyclic garbage collector, which
-such runs pay for and do not need).
+heartbeat loss, store outage, partition of a node, close). A worker failure restarts the round's
+workers in place as its next attempt (``restart_in_place``, the default) or re-forms the round.
+A :class:`Scenario` describes a run as data (``load_scenario`` reads one from TOML or JSON);
+:func:`run_scenario` simulates it and returns a :class:`SimReport` (summary and trace);
+``write_trace`` and ``plot_timeline`` turn that into the launcher's event stream and a picture.
+:func:`explore` checks every interleaving of a small configuration against the invariants of
+``specs/rendezvous_join.md``. Wrap runs of thousands of nodes in ``with collector_paused():``
+(Python's cyclic garbage collector, which such runs pay for and do not need).
 """
 
 from tpelastic.adapters.sim.collector import collector_paused
@@ -27,7 +28,7 @@ from tpelastic.core.sim.explore import (
     replay,
 )
 from tpelastic.core.sim.rng import SplitMix64
-from tpelastic.core.sim.run import RoundStat, SimReport, SimSummary, run_scenario
+from tpelastic.core.sim.run import AttemptStat, RoundStat, SimReport, SimSummary, run_scenario
 from tpelastic.core.sim.scenario import (
     Fault,
     FaultRate,
@@ -37,6 +38,7 @@ from tpelastic.core.sim.scenario import (
 )
 
 __all__ = [
+    "AttemptStat",
     "Bounds",
     "Counterexample",
     "Exploration",

@@ -135,9 +135,31 @@ def test_late_joiner_waits_and_scales_up_without_a_failure() -> None:
 
 def test_one_failure_spends_one_unit_however_many_nodes_fail() -> None:
     cluster = small(3, 3)
+    cluster.restart_in_place = False  # each failure re-joins: the next round spends the unit
     for name in "abc":
         cluster.start(name)
     cluster.fail_workers("a")
     cluster.fail_workers("b")
     cluster.advance(2.0)
     assert cluster.results()[1].restart_count == 1
+
+
+def test_failures_at_once_open_one_attempt_and_the_next_round_carries_it() -> None:
+    cluster = small(2, 3)
+    cluster.latency = 0.01  # a and b fail before either learns of the other's attempt
+    for name in "abc":
+        cluster.start(name)
+    cluster.advance(1.0)
+    cluster.fail_workers("a")
+    cluster.fail_workers("b")
+    cluster.advance(1.0)
+    assert {node.attempt for node in cluster.nodes.values()} == {1}  # one unit spent
+    cluster.fail_workers("c")
+    cluster.advance(1.0)
+    assert {node.attempt for node in cluster.nodes.values()} == {2}
+    assert set(cluster.results()) == {0}  # no new round: the workers restarted in place
+    cluster.leave("c")
+    cluster.advance(4.0)
+    # Round 0's two attempts were spent: round 1 starts from restart count 2, not 0.
+    assert cluster.results()[1].restart_count == 2
+    assert {cluster.nodes[n].attempt for n in "ab"} == {0}

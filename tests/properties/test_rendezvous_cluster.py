@@ -154,6 +154,41 @@ class RendezvousCluster(RuleBasedStateMachine):
         """At no moment do nodes of two different rounds train side by side."""
         assert not self.cluster.overlaps, self.cluster.overlaps[0]
 
+    @invariant()
+    def inv_R16_restart_counts_carry_the_attempts(self) -> None:
+        """A round's count is the previous round's, plus the highest in-place attempt of it its
+        members report, plus at most one for a failure reported for the round."""
+        results, store, keys = self.cluster.results(), self.cluster.store, self.cluster.keys
+        for r, result in results.items():
+            previous = results.get(r - 1)
+            if result.closed or previous is None or previous.closed:
+                continue
+            carried = max(
+                (p.prev_attempt for p in result.participants if p.prev_round == r - 1), default=0
+            )
+            assert carried <= self._highest_opened(r - 1)
+            base = previous.restart_count + carried
+            failed = keys.failures(r) in store
+            assert base <= result.restart_count <= base + (1 if failed else 0), (r, result)
+
+    @invariant()
+    def inv_R17_members_run_the_newest_attempt(self) -> None:
+        """With no latency, every member that reaches the store runs the newest attempt of its
+        round once the moment settles; no member runs an attempt nobody opened."""
+        for node in self.cluster.nodes.values():
+            if node.status is not Status.TRAINING or node.world is None:
+                continue
+            newest = self._highest_opened(node.world.round_no)
+            assert node.attempt <= newest, f"{node.name} runs an attempt nobody opened"
+            if node.beating:
+                assert node.attempt == newest, f"{node.name} runs {node.attempt} of {newest}"
+
+    def _highest_opened(self, round_no: int) -> int:
+        attempt = 0
+        while self.cluster.keys.attempt(round_no, attempt + 1) in self.cluster.store:
+            attempt += 1
+        return attempt
+
 
 def inv_R9_rounds_complete_once_faults_stop(
     machine: RendezvousCluster, eligible: list[str], training: list[str], rounds: frozenset[int]

@@ -43,7 +43,8 @@ def test_a_simulation_without_the_collector_forms_the_same_rounds() -> None:
 
     formed = rounds(paused=True)
     assert formed == rounds(paused=False)
-    assert formed[0] == (0, 10) and len(formed) >= 3 and formed[-1][1] == 9
+    # The worker failure restarts round 0 in place; the crash re-forms the world without n7.
+    assert formed == [(0, 10), (1, 9)]
 
 
 def _drive(cluster: Cluster) -> None:

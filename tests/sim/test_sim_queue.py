@@ -64,7 +64,8 @@ def test_recoveries_leave_no_dead_wait_timers_behind() -> None:
         heartbeat_timeout=3.0,
         last_call_timeout=2.0,
     )
-    cluster = Cluster(config=config, latency=0.001, detail=False)
+    # Failures re-form the world here (no restarts in place): eight full re-rendezvous.
+    cluster = Cluster(config=config, latency=0.001, detail=False, restart_in_place=False)
     for i in range(n):
         cluster.start(f"n{i}")
     cluster.advance(3.0)

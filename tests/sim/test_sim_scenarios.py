@@ -69,7 +69,8 @@ def test_random_faults_keep_every_world_alone_and_recover() -> None:
         assert summary.overlaps == 0, f"seed {seed}: two worlds trained side by side"
         assert dict(summary.faults).get("fail_workers", 0) > 0
         assert summary.restarts_used > 0
-        assert len(summary.rounds) > 3
+        assert summary.attempts, f"seed {seed}: no worker failure restarted in place"
+        assert len(summary.rounds) > 1
         assert summary.failed_batches > 0  # the store outage and partitions were felt
         sizes = [r.world_size for r in summary.rounds]
         assert all(2 <= s <= 5 for s in sizes)
@@ -123,12 +124,17 @@ def test_sim_command_writes_summary_trace_and_plot(tmp_path: Path) -> None:
     trace, plot = tmp_path / "t.jsonl", tmp_path / "t.png"
     done = tpelastic("sim", "examples/sim-basic.toml", "--trace", str(trace), "--plot", str(plot))
     assert done.returncode == 0, done.stderr
-    assert "rounds completed: 5" in done.stdout
+    assert "rounds completed: 4" in done.stdout
     assert "worlds that trained side by side: 0" in done.stdout
+    assert "attempt 1: restart count 1, 4 members restarted" in done.stdout
     events = read_json_lines(trace)
     assert events and all(isinstance(e, Event) for e in events)
     joined = [e for e in events if e.name == "rendezvous.joined"]
-    assert {e.metadata["round"] for e in joined} == {0, 1, 2, 3, 4}
+    assert {e.metadata["round"] for e in joined} == {0, 1, 2, 3}
+    # The worker failure in round 2 restarted its four members in place, as attempt 1.
+    restarted = [e for e in events if e.name == "node.restarted"]
+    assert [(e.metadata["round"], e.metadata["attempt"]) for e in restarted] == [(2, 1)] * 4
+    assert {e.metadata["restart_count"] for e in restarted} == {1}
     assert all(e.metadata["simulated"] is True for e in events)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

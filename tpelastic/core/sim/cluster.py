@@ -6,11 +6,13 @@ only the store (a dict, each batch applied atomically), the network (a per-batch
 (a heap of actions, :mod:`tpelastic.core.sim.queue`) are simulated. A member of a completed round
 behaves as an agent does between rounds: it heartbeats, looks at the next round once per
 heartbeat interval, rejoins when that round opens (or opens it when nodes wait and there is room),
-watches its ring successor, and fences itself when its own heartbeats fail for longer than
-``heartbeat_timeout - heartbeat_interval`` (before anyone can declare it dead).
+restarts its workers in place when the round's next attempt opens (on a held wait, one latency
+after the key is set), watches its ring successor, and fences itself when its own heartbeats fail
+for longer than ``heartbeat_timeout - heartbeat_interval`` (before anyone can declare it dead).
 
 Driving the join machine itself (store batches, latency, waits, connection failures) is
-:mod:`tpelastic.core.sim.joining`; virtual time is :mod:`tpelastic.core.sim.queue`.
+:mod:`tpelastic.core.sim.joining`; restarts in place are :mod:`tpelastic.core.sim.restarting`;
+virtual time is :mod:`tpelastic.core.sim.queue`.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from attrs import define, field
 from tpelastic.core.rendezvous import membership
 from tpelastic.core.rendezvous.ops import Get, Op, Reply
 from tpelastic.core.rendezvous.records import RoundResult, decode_counter
-from tpelastic.core.sim.joining import MAX_STEPS_WITHOUT_WAITING, JoinDriver
+from tpelastic.core.sim.joining import MAX_STEPS_WITHOUT_WAITING
 from tpelastic.core.sim.nodes import SimNode, SimRecord, Status
 from tpelastic.core.sim.queue import SimulationStuck
+from tpelastic.core.sim.restarting import RestartDriver
 
 __all__ = [
     "MAX_STEPS_WITHOUT_WAITING",
@@ -42,20 +45,23 @@ _read_watch = lru_cache(maxsize=256)(membership.read_watch)
 
 
 @define
-class Cluster(JoinDriver):
+class Cluster(RestartDriver):
     """All nodes of one run. Every method is deterministic; time moves only in :meth:`advance`.
 
-    Attributes (see :class:`~tpelastic.core.sim.joining.JoinDriver` for all of them):
+    Attributes (see :class:`~tpelastic.core.sim.joining.JoinDriver` and
+    :class:`~tpelastic.core.sim.restarting.RestartDriver` for all of them):
         latency: seconds from sending a store batch to its replies (and from a key's arrival to
             the wake-up of a wait on it).
         retry_after: after a join fails to reach the store, the agent rejoins this many seconds
             later; None means it exits (status FAILED).
         detail: keep per-node log lines and records (turn off for very large runs).
+        restart_in_place: a worker failure restarts the round's workers as its next attempt
+            (True) or re-forms the round (False).
     """
 
     # Batches that are the same values for every node, or for a node for a whole round, built
-    # once: round -> the watch batch; node -> its heartbeat batch.
-    _watch_ops: dict[int, tuple[Op, ...]] = field(factory=dict, alias="_watch_ops")
+    # once: (round, attempt) -> the watch batch; node -> its heartbeat batch.
+    _watch_ops: dict[tuple[int, int], tuple[Op, ...]] = field(factory=dict, alias="_watch_ops")
     _beat_ops: dict[str, tuple[Op, ...]] = field(factory=dict, alias="_beat_ops")
 
     def start(self, name: str) -> None:
@@ -92,12 +98,25 @@ class Cluster(JoinDriver):
         self._settle()
 
     def fail_workers(self, name: str) -> None:
-        """The node's workers failed: it reports the failure and rejoins (one budget unit)."""
+        """The node's workers failed (one budget unit): it opens the next attempt of its round
+        and every member restarts in place, or (``restart_in_place`` off) it reports the
+        failure and rejoins."""
         node = self.nodes[name]
-        if node.status is not Status.TRAINING or node.world is None:
+        world = node.world
+        if node.status is not Status.TRAINING or world is None:
             raise ValueError(f"node {name} is not training; only a member's workers can fail")
-        self._note(node, "workers.failed", f"{name} workers failed", round=node.world.round_no)
-        self._begin_join(node, "failure", node.world.round_no)
+        if self.detail or not self.restart_in_place:
+            self._note(
+                node,
+                "workers.failed",
+                f"{name} workers failed",
+                round=world.round_no,
+                attempt=node.attempt,
+            )
+        if self.restart_in_place:
+            self._open_attempt(node, world)
+        else:
+            self._begin_join(node, "failure", world.round_no)
         self._settle()
 
     def lose_heartbeats(self, name: str) -> None:
@@ -232,28 +251,40 @@ class Cluster(JoinDriver):
 
     def _watch(self, node: SimNode, world: RoundResult) -> None:
         successor = membership.ring_successor(world, node.name)
-        ops = self._watch_ops.get(world.round_no)
+        attempt = node.attempt
+        ops = self._watch_ops.get((world.round_no, attempt))
         if ops is None:
-            ops = self._watch_ops[world.round_no] = membership.watch_ops(self.keys, world.round_no)
+            ops = membership.watch_ops(self.keys, world.round_no, attempt)
+            self._watch_ops[(world.round_no, attempt)] = ops
         if successor is not None:
             ops += (Get(self.keys.heartbeat(successor)),)
 
         def seen(replies: tuple[Reply, ...] | None) -> None:
             # A failed look (store unreachable) is skipped: the heartbeats decide about fencing.
             if replies is not None and node.status is Status.TRAINING and node.world is world:
-                self._after_watch(node, world, replies, successor)
+                self._after_watch(node, world, replies, successor, attempt)
 
         self._request(node, ops, seen)
 
     def _after_watch(
-        self, node: SimNode, world: RoundResult, replies: tuple[Reply, ...], successor: str | None
+        self,
+        node: SimNode,
+        world: RoundResult,
+        replies: tuple[Reply, ...],
+        successor: str | None,
+        attempt: int,
     ) -> None:
         seen = _read_watch(replies[:4])
+        # The look read whether the attempt after ``attempt`` opened; the node may have
+        # learned of it (or later ones) meanwhile through its held wait.
+        newer = seen.next_attempt is not None and node.attempt == attempt
         if seen.closed is not None:
             self._set_status(node, Status.FAILED, None)
             node.failure = f"closed: {seen.closed.outcome}"
         elif seen.next_opened is not None:
-            self._begin_join(node, "rejoin", world.round_no)
+            self._begin_join(node, "rejoin", world.round_no, attempt + 1 if newer else 0)
+        elif newer:
+            self._restart(node, world, attempt + 1, opener=False)
         elif seen.waiting > 0 and world.world_size < self.config.max_nodes:
             self._begin_join(node, "scale_up", world.round_no)
         elif successor is not None:

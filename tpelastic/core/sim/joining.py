@@ -84,6 +84,8 @@ class JoinDriver:
     _formed: bool = field(default=False, alias="_formed")
     queue: EventQueue = field(factory=EventQueue)
     _training: dict[int, int] = field(factory=dict, alias="_training")
+    # (round, in-place attempt) -> how many nodes train in it: a full world is one entry.
+    _running: dict[tuple[int, int], int] = field(factory=dict, alias="_running")
 
     @property
     def now(self) -> float:
@@ -119,6 +121,9 @@ class JoinDriver:
 
     def _fence_if_due(self, node: SimNode) -> None:
         """A node just completed a round: it must not train if its heartbeats fail."""
+
+    def _started_training(self, node: SimNode) -> None:
+        """A node just started training in a round (attempt 0): it begins to watch it."""
 
     def _reachable(self, node: SimNode) -> bool:
         return self.store_up and not node.partitioned
@@ -186,13 +191,21 @@ class JoinDriver:
 
     # --- driving the join machine --------------------------------------------------------------
 
-    def _begin_join(self, node: SimNode, reason: str, from_round: int | None) -> None:
+    def _begin_join(
+        self, node: SimNode, reason: str, from_round: int | None, seen_attempt: int = 0
+    ) -> None:
+        """Start a join. ``seen_attempt``: an attempt of ``from_round`` the node saw opened
+        (and did not run); the join reports the higher of it and the attempt it ran."""
+        attempt = 0
+        if from_round is not None and from_round == node.last_round:
+            attempt = max(node.attempt, seen_attempt)
         event = JoinRequested(
             run_id=self.keys.run_id,
             node=node.name,
             now=self.now,
             from_round=from_round,
             reason=reason,
+            attempt=attempt,
         )
         self._start_join(node, event)
 
@@ -319,6 +332,7 @@ class JoinDriver:
     def _complete(self, node: SimNode, done: JoinSucceeded) -> None:
         result = done.result
         self.round_results[result.round_no] = result
+        node.attempt = 0  # before it counts as training: a round starts at its attempt 0
         self._set_status(node, Status.TRAINING, result)
         node.last_round = result.round_no
         node.completed_rounds.append(result.round_no)
@@ -333,6 +347,7 @@ class JoinDriver:
             world_size=result.world_size,
             restart_count=result.restart_count,
         )
+        self._started_training(node)
         if self._heart_failing(node):
             self._fence_if_due(node)
 
@@ -345,18 +360,30 @@ class JoinDriver:
                 self._training[node.world.round_no] = left
             else:
                 del self._training[node.world.round_no]
+            self._count_run(node.world.round_no, node.attempt, -1)
         node.status, node.world = status, world
         if status is Status.TRAINING and world is not None:
             self._training[world.round_no] = self._training.get(world.round_no, 0) + 1
+            self._count_run(world.round_no, node.attempt, 1)
             if len(self._training) > 1:
                 rounds = sorted(self._training)
                 self.overlaps.append(f"{self.now:.2f}: rounds {rounds} train side by side")
         self._account_health()
 
+    def _count_run(self, round_no: int, attempt: int, delta: int) -> None:
+        key = (round_no, attempt)
+        count = self._running.get(key, 0) + delta
+        if count:
+            self._running[key] = count
+        else:
+            del self._running[key]
+
     def _account_health(self) -> None:
+        # A full world: every member of one round trains, all in the same attempt of it (while
+        # an in-place restart spreads, the members of the old attempt do not train with the new).
         full = False
-        if len(self._training) == 1:
-            round_no, count = next(iter(self._training.items()))
+        if len(self._running) == 1:
+            (round_no, _attempt), count = next(iter(self._running.items()))
             full = count == self.round_results[round_no].world_size
         if full:
             self._formed = True
@@ -367,7 +394,8 @@ class JoinDriver:
             self._lost_since = self.now
 
     def time_lost(self) -> float:
-        """Virtual seconds so far, after the first world formed, without a full world training."""
+        """Virtual seconds so far, after the first world formed, without a full world training
+        (all members of one round in one attempt of it)."""
         open_gap = self.now - self._lost_since if self._lost_since is not None else 0.0
         return self.lost + open_gap
 
@@ -382,6 +410,11 @@ class JoinDriver:
             self.log.append(f"{self.now:8.2f} {text}")
 
     # --- observations --------------------------------------------------------------------------
+
+    def worlds(self) -> dict[tuple[int, int], int]:
+        """How many nodes train in each (round, in-place attempt) right now: one entry holding
+        the round's whole world is a full world."""
+        return dict(self._running)
 
     def training_rounds(self) -> frozenset[int]:
         """The rounds whose worlds are training right now (one world at a time: at most one)."""

@@ -58,3 +58,6 @@ class SimNode:
     ticking: bool = False
     # The node's join lost the store and the agent retries it later (it keeps beating meanwhile).
     retry_pending: bool = False
+    # The in-place attempt of its round it runs, or ran last (0: the round's first start); it
+    # goes into the node's next join as the highest attempt of that round it reached.
+    attempt: int = 0

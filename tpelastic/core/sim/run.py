@@ -45,6 +45,20 @@ class RoundStat:
 
 
 @frozen(kw_only=True)
+class AttemptStat:
+    """One in-place attempt of a round: its restart count, when the first member restarted as
+    it (the failed node, at once) and when the last one did (``all_at``; the recovery took
+    ``all_at - first_at``), and how many members restarted."""
+
+    round_no: int
+    attempt: int
+    restart_count: int
+    first_at: float
+    all_at: float
+    members: int
+
+
+@frozen(kw_only=True)
 class SimSummary:
     """The numbers a what-if question is about."""
 
@@ -61,6 +75,8 @@ class SimSummary:
     faults: tuple[tuple[str, int], ...]
     final_status: tuple[tuple[str, int], ...]
     overlaps: int
+    attempts: tuple[AttemptStat, ...] = ()
+    restarts_in_place: int = 0
 
     def lines(self) -> list[str]:
         """The summary as short human-readable lines."""
@@ -75,12 +91,25 @@ class SimSummary:
             "final: " + ", ".join(f"{k} {n}" for k, n in self.final_status),
             f"worlds that trained side by side: {self.overlaps}",
         ]
+        if self.attempts:
+            slowest = max(a.all_at - a.first_at for a in self.attempts)
+            out.append(
+                f"restarts in place: {len(self.attempts)} attempt(s), {self.restarts_in_place} "
+                f"member restart(s), slowest recovery {slowest:.3f}s"
+            )
         for stat in self.rounds:
             out.append(
                 f"  round {stat.round_no}: {stat.world_size} nodes, restart count "
                 f"{stat.restart_count}, training from {stat.first_at:.2f}s (all by "
                 f"{stat.all_at:.2f}s)"
             )
+            for each in self.attempts:
+                if each.round_no == stat.round_no:
+                    out.append(
+                        f"    attempt {each.attempt}: restart count {each.restart_count}, "
+                        f"{each.members} members restarted from {each.first_at:.2f}s "
+                        f"(all by {each.all_at:.2f}s)"
+                    )
         return out
 
 
@@ -94,7 +123,11 @@ def build_cluster(scenario: Scenario, *, detail: bool = True) -> Cluster:
     """An empty cluster with the scenario's settings (no node started yet)."""
     retry = scenario.retry_after if scenario.on_store_error == "retry" else None
     return Cluster(
-        config=scenario.config, latency=scenario.latency, retry_after=retry, detail=detail
+        config=scenario.config,
+        latency=scenario.latency,
+        retry_after=retry,
+        detail=detail,
+        restart_in_place=scenario.restart_in_place,
     )
 
 
@@ -251,13 +284,25 @@ def summarize(cluster: Cluster, scenario: Scenario) -> SimSummary:
     )
     faults = Counter(str(rec.fields[0][1]) for rec in cluster.records if rec.name == "sim.fault")
     statuses = Counter(node.status.value for node in cluster.nodes.values())
+    attempts = tuple(
+        AttemptStat(
+            round_no=r,
+            attempt=a,
+            restart_count=cluster.round_results[r].restart_count + a,
+            first_at=times[0],
+            all_at=times[1],
+            members=int(times[2]),
+        )
+        for (r, a), times in sorted(cluster.attempt_times.items())
+    )
+    used = max([s.restart_count for s in rounds] + [a.restart_count for a in attempts] + [0])
     return SimSummary(
         scenario=scenario.name,
         seed=scenario.seed,
         virtual_seconds=cluster.now,
         nodes_started=len(cluster.nodes),
         rounds=rounds,
-        restarts_used=rounds[-1].restart_count if rounds else 0,
+        restarts_used=used,
         time_lost=cluster.time_lost(),
         store_ops=cluster.sim_store.ops,
         store_batches=cluster.sim_store.batches,
@@ -265,4 +310,6 @@ def summarize(cluster: Cluster, scenario: Scenario) -> SimSummary:
         faults=tuple(sorted(faults.items())),
         final_status=tuple(sorted(statuses.items())),
         overlaps=len(cluster.overlaps),
+        attempts=attempts,
+        restarts_in_place=cluster.restarts,
     )

@@ -21,7 +21,7 @@ FAULT_KINDS = {
     "crash": "the node dies without a goodbye",
     "leave": "a training node leaves gracefully",
     "join": "a new node starts (a late joiner)",
-    "fail_workers": "a training node's workers fail; it reports it and rejoins",
+    "fail_workers": "a training node's workers fail: its round restarts in place (or re-forms)",
     "lose_heartbeats": "the node's heartbeats stop landing for good",
     "partition": "the node cannot reach the store for `duration` seconds (0: for good)",
     "slow": "the node's store batches take `extra_latency` more seconds for `duration`",
@@ -92,6 +92,9 @@ class Scenario:
     retry_after: float = field(default=5.0, validator=_non_negative)
     faults: tuple[Fault, ...] = ()
     rates: tuple[FaultRate, ...] = ()
+    # A worker failure restarts the round's workers in place as its next attempt (True), or the
+    # failed node re-joins and the round re-forms (False: a rendezvous without attempts).
+    restart_in_place: bool = True
 
     def __attrs_post_init__(self) -> None:
         if self.nodes < 0:
@@ -113,7 +116,7 @@ _CONFIG_KEYS = (
 )
 _TOP_KEYS = frozenset(
     {"name", "nodes", "duration", "seed", "latency", "start_spread", "on_store_error"}
-    | {"retry_after", "faults", "rates", *_CONFIG_KEYS}
+    | {"retry_after", "faults", "rates", "restart_in_place", *_CONFIG_KEYS}
 )
 
 
@@ -145,6 +148,7 @@ def scenario_from_dict(data: Mapping[str, Any]) -> Scenario:
             retry_after=float(_number(data, "retry_after", 5.0)),
             faults=tuple(_fault(f, i) for i, f in enumerate(_list(data, "faults"))),
             rates=tuple(_rate(r, i) for i, r in enumerate(_list(data, "rates"))),
+            restart_in_place=_flag(data, "restart_in_place", True),
         )
     except ScenarioError:
         raise
@@ -202,6 +206,13 @@ def _number(data: Mapping[str, Any], key: str, default: float | None = None) -> 
     value = data.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ScenarioError(f"{key} must be a number, got {value!r}")
+    return value
+
+
+def _flag(data: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise ScenarioError(f"{key} must be true or false, got {value!r}")
     return value
 
 

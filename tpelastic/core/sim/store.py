@@ -1,5 +1,7 @@
 """The simulated store: a dict where each batch of operations applies atomically, plus the
-registry of nodes blocked until keys appear (per key, so a write wakes only its own waiters)."""
+registry of nodes blocked until keys appear (per key, so a write wakes only its own waiters),
+and the *held* waits of training members (one list per key, handed back whole when the key is
+written, so waking 10,000 members is one action, not 10,000)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,15 @@ class SimStore:
     failed_batches: int = 0
     # key -> (waiter, token) pairs blocked on it; a token that no longer matches is stale.
     _waiters: dict[str, list[tuple[str, int]]] = field(factory=dict, alias="_waiters")
+    # key -> the held waits on it, in the order they were placed; popped whole by a write.
+    _held: dict[str, list[object]] = field(factory=dict, alias="_held")
+    # Held waits whose key a batch wrote: (key, waits), for the driver to wake in one action.
+    fired: list[tuple[str, list[object]]] = field(factory=list)
 
     def apply(self, ops: tuple[Op, ...]) -> tuple[tuple[Reply, ...], list[tuple[str, int]]]:
-        """Run one batch; return the replies and the waiters whose keys may now all exist."""
+        """Run one batch; return the replies and the waiters whose keys may now all exist.
+
+        Held waits on a written key move to :attr:`fired` (the caller takes them)."""
         self.ops += len(ops)
         self.batches += 1
         replies = run_ops(ops, self.data)
@@ -28,7 +36,29 @@ class SimStore:
         for op in ops:
             if not isinstance(op, Get):
                 woken += self._waiters.pop(op.key, ())
+                held = self._held.pop(op.key, None)
+                if held is not None:
+                    self.fired.append((op.key, held))
         return replies, woken
+
+    def hold(self, key: str, waiter: object) -> bool:
+        """Place a held wait on ``key`` (kept until the key is written, or :meth:`release`).
+
+        Returns:
+            False (nothing placed) when the key exists already: the caller wakes it itself.
+        """
+        # A held wait is one request to a real store (a wait on the key): count it as one.
+        self.ops += 1
+        self.batches += 1
+        if key in self.data:
+            return False
+        self._held.setdefault(key, []).append(waiter)
+        return True
+
+    def release(self, keys: list[str]) -> None:
+        """Forget the held waits on ``keys`` (their round is over: nobody waits any more)."""
+        for key in keys:
+            self._held.pop(key, None)
 
     def present(self, keys: tuple[str, ...]) -> bool:
         return all(key in self.data for key in keys)

@@ -1,0 +1,162 @@
+"""Restarting a round's workers in place, in the simulator (attempts within a round).
+
+A training node whose workers fail, with ``restart_in_place`` on, does not re-join: it opens the
+next attempt of its round (:func:`tpelastic.core.rendezvous.attempts.open_attempt_ops`, one
+set-if-absent through the simulated store, with latency) and restarts its own workers at once as
+that attempt. Every member learns of the attempt as the real agent does: its round watcher holds
+a wait on the watch keys, so a member wakes one latency after the key is set (and its periodic
+look at the next round reads the same key, should the held wait have missed it). A member that
+learns of attempt ``n`` restarts as ``n`` and holds a wait on ``n + 1``. The job-wide restart
+count of attempt ``n`` is the round's count plus ``n``; a member's next join reports the highest
+attempt it reached, and the next round's closer carries it (R16).
+
+The simulator has no restart budget (no ``max_restarts``): every failure of a training node
+restarts in place, as an agent with budget left does. Membership changes (crash, leave, late
+join, partition, heartbeat loss) re-form rounds as before; with ``restart_in_place`` off a
+failure re-forms the round too (the failed node re-joins reporting the failure), which is what an
+agent does when its rendezvous cannot restart in place.
+
+Checks (kept in ``overlaps`` like two rounds training side by side; specs/rendezvous_join.md,
+R17): a node's attempts of one round only move forward, and a member that learns of an attempt
+runs only one the store holds. Members of one round run different attempts only between an
+attempt's opening and their learning of it (different attempts never form one world: each has
+its own namespace).
+
+Waking the members of a 10,000-node round is one queue action per distinct latency (the held
+waits of a key come back from the store as one list, kept in the order they were placed), not a
+heap push per member; the run stays deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from attrs import define, field
+
+from tpelastic.core.rendezvous import attempts
+from tpelastic.core.rendezvous.ops import Op, Reply
+from tpelastic.core.rendezvous.records import RoundResult
+from tpelastic.core.sim.joining import JoinDriver
+from tpelastic.core.sim.nodes import SimNode, Status
+
+# A held wait: the member, the world it trains in, and the attempt whose opening it waits for.
+Held = tuple[SimNode, RoundResult, int]
+
+
+@define
+class RestartDriver(JoinDriver):
+    """The join driver plus restarts in place. See the module docstring.
+
+    Attributes:
+        restart_in_place: a worker failure opens the next attempt of the round (True) or
+            re-forms the round as a full re-rendezvous (False).
+        attempt_times: (round, attempt) -> [first instant a member ran it, last such instant,
+            how many member restarts]; attempt 0 is not listed (that is ``round_times``).
+        restarts: member restarts in place, all attempts together.
+    """
+
+    restart_in_place: bool = True
+    attempt_times: dict[tuple[int, int], list[float]] = field(factory=dict)
+    restarts: int = 0
+    # round -> the keys its members hold waits on, released once a later round trains.
+    _held_keys: dict[int, set[str]] = field(factory=dict, alias="_held_keys")
+
+    # --- opening an attempt --------------------------------------------------------------------
+
+    def _open_attempt(self, node: SimNode, world: RoundResult) -> None:
+        """``node``'s workers failed: open the next attempt of its round and restart as it."""
+        attempt = node.attempt + 1
+        ops = attempts.open_attempt_ops(self.keys, world.round_no, attempt, "failure")
+        self._send(node, ops)
+        self._restart(node, world, attempt, opener=True)
+
+    def _restart(self, node: SimNode, world: RoundResult, attempt: int, opener: bool) -> None:
+        """The node's workers stop and start again as ``attempt`` of its round."""
+        r, before = world.round_no, node.attempt
+        if attempt <= before:
+            self.overlaps.append(
+                f"{self.now:.2f}: {node.name} went from attempt {before} to {attempt} of round {r}"
+            )
+        elif not opener and self.keys.attempt(r, attempt) not in self.store:
+            self.overlaps.append(
+                f"{self.now:.2f}: {node.name} runs attempt {attempt} of round {r}, never opened"
+            )
+        self._count_run(r, before, -1)
+        self._count_run(r, attempt, 1)
+        node.attempt = attempt
+        self.restarts += 1
+        times = self.attempt_times.get((r, attempt))
+        if times is None:
+            self.attempt_times[(r, attempt)] = [self.now, self.now, 1.0]
+        else:
+            times[1], times[2] = self.now, times[2] + 1
+        if self.detail:
+            count = attempts.attempt_restart_count(world, attempt)
+            self._note(
+                node,
+                "node.restarted",
+                f"{node.name} restarts its workers as attempt {attempt} of round {r}",
+                round=r,
+                attempt=attempt,
+                restart_count=count,
+            )
+        self._account_health()
+        self._hold(node, world)
+
+    # --- learning of an attempt ----------------------------------------------------------------
+
+    def _started_training(self, node: SimNode) -> None:
+        world = node.world
+        assert world is not None
+        if world.round_no not in self._held_keys:
+            # A new round trains: nobody trains in an earlier one any more (one world at a
+            # time), so their held waits are over.
+            done = [r for r in self._held_keys if r < world.round_no]
+            for r in done:
+                self.sim_store.release(sorted(self._held_keys.pop(r)))
+            self._held_keys[world.round_no] = set()
+        if self.restart_in_place:
+            self._hold(node, world)
+
+    def _hold(self, node: SimNode, world: RoundResult) -> None:
+        """Hold a wait on the next attempt of ``world``'s round, as the round watcher does."""
+        nxt = node.attempt + 1
+        key = attempts.next_attempt_key(self.keys, world.round_no, node.attempt)
+        self._held_keys.setdefault(world.round_no, set()).add(key)
+        if not self.sim_store.hold(key, (node, world, nxt)):
+            # Opened already (it learned of an earlier attempt late): wake after one latency.
+            learn = self._learner([(node, world, nxt)])
+            self.queue.schedule(self.now + self._latency(node), learn)
+
+    def _apply_from(self, node: SimNode, ops: tuple[Op, ...]) -> tuple[Reply, ...] | None:
+        replies = super()._apply_from(node, ops)
+        if self.sim_store.fired:
+            fired, self.sim_store.fired = self.sim_store.fired, []
+            for _key, held in fired:
+                self._wake_held(held)  # type: ignore[arg-type]
+        return replies
+
+    def _wake_held(self, held: list[Held]) -> None:
+        """Wake the held waits on a key just written: one action per distinct latency, each
+        taking its members in the order they started waiting."""
+        by_latency: dict[float, list[Held]] = {}
+        for entry in held:
+            by_latency.setdefault(self._latency(entry[0]), []).append(entry)
+        for delay, entries in by_latency.items():
+            self.queue.schedule(self.now + delay, self._learner(entries))
+
+    def _learner(self, entries: list[Held]) -> Callable[[], None]:
+        def learn() -> None:
+            self._learn(entries)
+
+        return learn
+
+    def _learn(self, entries: list[Held]) -> None:
+        """Members whose held wait fired learn that the attempt opened and restart as it."""
+        for node, world, attempt in entries:
+            # A wait of a node that moved on (re-joined, crashed, restarted already) is stale;
+            # one that cannot reach the store now fails, and its periodic look finds the key.
+            if node.world is not world or node.attempt != attempt - 1:
+                continue
+            if node.status is Status.TRAINING and node.beating and self._reachable(node):
+                self._restart(node, world, attempt, opener=False)
