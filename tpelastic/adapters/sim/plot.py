@@ -1,9 +1,11 @@
 """A timeline picture of a simulated run: membership, rounds and faults (matplotlib, optional).
 
 Top panel: how many nodes train over virtual time, with a dashed line where each round began to
-train and a red tick for each injected fault. Bottom panel (up to ``MAX_LANES`` nodes): one lane
-per node, grey while it joins, coloured by round while it trains, ending where it crashed, left,
-fenced or failed. matplotlib is the ``sim`` extra: ``pip install 'tpelastic[sim]'``.
+train, a dotted orange line where each in-place restart (an attempt of a round) began, and a red
+tick for each injected fault. Bottom panel (up to ``MAX_LANES`` nodes): one lane per node, grey
+while it joins, coloured by round while it trains, with a small bar where it restarted its workers
+in place, ending where it crashed, left, fenced or failed. matplotlib is the ``sim`` extra:
+``pip install 'tpelastic[sim]'``.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def plot_timeline(
         _draw_counts(axes[0][0], records, summary)
         if show_lanes:
             _draw_lanes(axes[1][0], lanes, plt.get_cmap("tab10"))
+            _draw_restarts(axes[1][0], records, sorted(lanes))
         axes[-1][0].set_xlabel("virtual time (s)")
         fig.suptitle(
             f"{summary.scenario} (seed {summary.seed}): {len(summary.rounds)} rounds, "
@@ -70,6 +73,10 @@ def _draw_counts(ax: Any, records: Sequence[SimRecord], summary: SimSummary) -> 
     for stat in summary.rounds:
         ax.axvline(stat.first_at, color="grey", linestyle="--", linewidth=0.7)
         ax.annotate(f"r{stat.round_no}", (stat.first_at, 0), fontsize=7, color="grey")
+    for each in summary.attempts:
+        ax.axvline(each.first_at, color="tab:orange", linestyle=":", linewidth=0.9)
+        label = f"r{each.round_no}.{each.attempt}"
+        ax.annotate(label, (each.first_at, 0), fontsize=6, color="tab:orange")
     for rec in records:
         if rec.name == "sim.fault":
             ax.axvline(rec.t, color="tab:red", linewidth=0.8, alpha=0.6)
@@ -129,6 +136,15 @@ def _state_after(rec: SimRecord) -> tuple[str, int] | None:
     if rec.name in _ENDS:
         return (_ENDS[rec.name], -1)
     return None
+
+
+def _draw_restarts(ax: Any, records: Sequence[SimRecord], names: list[str]) -> None:
+    """A short black bar on a node's lane where it restarted its workers in place."""
+    rows = {name: y for y, name in enumerate(names)}
+    xs = [rec.t for rec in records if rec.name == "node.restarted" and rec.node in rows]
+    ys = [rows[rec.node] for rec in records if rec.name == "node.restarted" and rec.node in rows]
+    if xs:
+        ax.plot(xs, ys, marker="|", markersize=9, color="black", linestyle="none")
 
 
 def _draw_lanes(ax: Any, lanes: dict[str, Lane], cmap: Any) -> None:
