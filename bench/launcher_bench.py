@@ -10,6 +10,7 @@ Measures, for each launcher that is installed:
 
     python bench/launcher_bench.py --trials 9 --repeat 5
     python bench/launcher_bench.py --launchers tpelastic --no-recovery --repeat 15
+    python bench/launcher_bench.py --launchers tpelastic --no-recovery --floors --repeat 15
 
 Timings are taken round-robin (bare, then each launcher, then again), so that a change of load
 on a shared machine hits every column alike; the load average is printed with the results.
@@ -33,10 +34,46 @@ import psutil
 HERE = Path(__file__).resolve().parent / "launcher"
 REPO = HERE.parents[1]
 PY = sys.executable
+# The least a launcher written in Python can do (``--floors``, not a launcher anyone uses):
+# start an interpreter, pick a port, and start the workers with their environment set. With
+# ``core`` it first imports tpelastic's agent machine and steps it to StartWorkers, as issue 5
+# requires of tpelastic (the core decides before any worker starts). The gap between these and
+# ``bare`` is what no trimming of tpelastic's other code can take away.
+FLOOR = """
+import os, socket, subprocess, sys, time
+if sys.argv[1] == "core":
+    from tpelastic.core import agent as core
+    config = core.AgentConfig(
+        max_restarts=0, min_nodes=1, max_nodes=1, local_world_size=2, role="default"
+    )
+    step = core.step(core.initial_state(config), core.AgentStarted(now=time.monotonic()), config)
+    round = core.RoundCompleted(
+        now=time.monotonic(), round=0, group_rank=0, group_world_size=1, restart_count=0
+    )
+    step = core.step(step.state, round, config)
+    assert any(isinstance(e, core.StartWorkers) for e in step.effects), step
+with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    port = str(probe.getsockname()[1])
+workers = [
+    subprocess.Popen(
+        [sys.executable, "-u", sys.argv[-1]],
+        env={**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2",
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port},
+        start_new_session=True,
+    )
+    for r in (0, 1)
+]
+sys.exit(max(w.wait() for w in workers))
+"""
 LAUNCHERS = {
     "tpelastic": ([PY, "-m", "tpelastic.run"], "job_tensorplay.py"),
     "torchrun": ([PY, "-m", "torch.distributed.run"], "job_torch.py"),
     "tensorplay run": ([PY, "-m", "tensorplay.distributed.run"], "job_tensorplay.py"),
+}
+FLOORS = {
+    "floor: python": ([PY, "-c", FLOOR, "python"], "job_tensorplay.py"),
+    "floor: core decides": ([PY, "-c", FLOOR, "core"], "job_tensorplay.py"),
 }
 
 
@@ -77,7 +114,7 @@ def one_node(name: str) -> list[str]:
 
 
 def launch(name: str, *, restarts: int = 0, **extra: str) -> tuple[float, str, int]:
-    base, job = LAUNCHERS[name]
+    base, job = LAUNCHERS.get(name) or FLOORS[name]
     cmd = [*base, *one_node(name), "--nproc-per-node", "2", "--max-restarts", str(restarts)]
     started = time.perf_counter()
     # A session of its own, so that a launcher that hangs can be stopped with all its workers.
@@ -207,6 +244,11 @@ def main() -> int:
     parser.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated")
     parser.add_argument("--no-recovery", action="store_true", help="skip recovery and RSS")
     parser.add_argument(
+        "--floors",
+        action="store_true",
+        help="also time the least a Python launcher can do (see FLOOR): no-op and gloo jobs only",
+    )
+    parser.add_argument(
         "--installed",
         action="store_true",
         help="use the tpelastic installed in this interpreter, not the checkout",
@@ -221,8 +263,10 @@ def main() -> int:
     if unknown:
         raise SystemExit(f"unknown launcher(s) {unknown}: choose from {list(LAUNCHERS)}")
     names = [n for n in wanted if installed(n)]
+    floors = list(FLOORS) if args.floors else []
     print(f"load average before: {load()}", flush=True)
-    times = {k: statistics.median(v) for k, v in round_robin(names, args.repeat).items()}
+    runs = round_robin(names + floors, args.repeat)
+    times = {k: statistics.median(v) for k, v in runs.items()}
     bare_noop, bare_gloo = times["bare noop"], times["bare gloo"]
     print(f"bare: no-op {bare_noop:.3f} s, gloo init + all_reduce {bare_gloo:.3f} s")
     print(
@@ -230,19 +274,47 @@ def main() -> int:
         "| recovery: group ready | recovery success | agent peak RSS |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for name in names:
+    for name in names + floors:
         noop, gloo = times[f"{name} noop"], times[f"{name} gloo"]
         row = f"| {name} | {noop:.3f} s | {noop - bare_noop:.3f} s | {gloo:.3f} s | "
         row += f"{gloo / bare_gloo:.2f} | "
-        if args.no_recovery:
+        if args.no_recovery or name in FLOORS:
             row += "- | - | - | - |"
         else:
             first, ready, ok = recoveries(name, args.trials)
             row += f"{first:.3f} s | {ready:.3f} s | {ok}/{args.trials} | "
             row += f"{peak_rss(name):.0f} MiB |"
         print(row, flush=True)
+    print_paired(runs, names + floors)
     print(f"load average after: {load()}")
     return 0
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """Lower quartile, median and upper quartile (the median of one value is that value)."""
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    low, mid, high = statistics.quantiles(values, n=4)
+    return low, statistics.median(values), high
+
+
+def print_paired(runs: dict[str, list[float]], names: list[str]) -> None:
+    """Each launcher against the bare jobs of the same round, then the spread of those pairs.
+
+    A change of load between rounds moves both runs of a pair alike, so the spread of the pairs
+    says how far one run's ratio can be trusted (the gloo job's moves by tenths on a busy
+    machine while its median barely shifts).
+    """
+    print(
+        "\nPaired by round (launcher against the bare job of the same round), median [quartiles]:"
+    )
+    print("| launcher | no-op overhead | gloo job x bare |")
+    print("|---|---|---|")
+    for name in names:
+        over = [a - b for a, b in zip(runs[f"{name} noop"], runs["bare noop"], strict=True)]
+        ratio = [a / b for a, b in zip(runs[f"{name} gloo"], runs["bare gloo"], strict=True)]
+        (o1, o2, o3), (r1, r2, r3) = quartiles(over), quartiles(ratio)
+        print(f"| {name} | {o2:.3f} s [{o1:.3f}-{o3:.3f}] | {r2:.2f} [{r1:.2f}-{r3:.2f}] |")
 
 
 if __name__ == "__main__":
