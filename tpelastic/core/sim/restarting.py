@@ -72,36 +72,59 @@ class RestartDriver(JoinDriver):
 
     def _restart(self, node: SimNode, world: RoundResult, attempt: int, opener: bool) -> None:
         """The node's workers stop and start again as ``attempt`` of its round."""
-        r, before = world.round_no, node.attempt
+        self._restart_all([(node, world)], world.round_no, node.attempt, attempt, opener)
+
+    def _restart_all(
+        self,
+        members: list[tuple[SimNode, RoundResult]],
+        round_no: int,
+        before: int,
+        attempt: int,
+        opener: bool,
+    ) -> None:
+        """``members``, all running attempt ``before`` of round ``round_no``, restart their
+        workers as ``attempt``. Done for a whole batch at once: a wake-up of 10,000 members
+        updates the counts once and places their next held waits as one list."""
+        if not members:
+            return
         if attempt <= before:
-            self.overlaps.append(
-                f"{self.now:.2f}: {node.name} went from attempt {before} to {attempt} of round {r}"
-            )
-        elif not opener and self.keys.attempt(r, attempt) not in self.store:
-            self.overlaps.append(
-                f"{self.now:.2f}: {node.name} runs attempt {attempt} of round {r}, never opened"
-            )
-        self._count_run(r, before, -1)
-        self._count_run(r, attempt, 1)
-        node.attempt = attempt
-        self.restarts += 1
-        times = self.attempt_times.get((r, attempt))
+            self.overlaps += [
+                f"{self.now:.2f}: {node.name} went from attempt {before} to {attempt} of round "
+                f"{round_no}"
+                for node, _world in members
+            ]
+        elif not opener and self.keys.attempt(round_no, attempt) not in self.store:
+            self.overlaps += [
+                f"{self.now:.2f}: {node.name} runs attempt {attempt} of round {round_no}, "
+                "never opened"
+                for node, _world in members
+            ]
+        count = len(members)
+        self._count_run(round_no, before, -count)
+        self._count_run(round_no, attempt, count)
+        for node, _world in members:
+            node.attempt = attempt
+        self.restarts += count
+        times = self.attempt_times.get((round_no, attempt))
         if times is None:
-            self.attempt_times[(r, attempt)] = [self.now, self.now, 1.0]
+            self.attempt_times[(round_no, attempt)] = [self.now, self.now, float(count)]
         else:
-            times[1], times[2] = self.now, times[2] + 1
+            times[1], times[2] = self.now, times[2] + count
         if self.detail:
-            count = attempts.attempt_restart_count(world, attempt)
-            self._note(
-                node,
-                "node.restarted",
-                f"{node.name} restarts its workers as attempt {attempt} of round {r}",
-                round=r,
-                attempt=attempt,
-                restart_count=count,
-            )
+            for node, world in members:
+                self._note_restart(node, world, attempt)
         self._account_health()
-        self._hold(node, world)
+        self._hold_all(members, round_no, attempt)
+
+    def _note_restart(self, node: SimNode, world: RoundResult, attempt: int) -> None:
+        self._note(
+            node,
+            "node.restarted",
+            f"{node.name} restarts its workers as attempt {attempt} of round {world.round_no}",
+            round=world.round_no,
+            attempt=attempt,
+            restart_count=attempts.attempt_restart_count(world, attempt),
+        )
 
     # --- learning of an attempt ----------------------------------------------------------------
 
@@ -116,17 +139,19 @@ class RestartDriver(JoinDriver):
                 self.sim_store.release(sorted(self._held_keys.pop(r)))
             self._held_keys[world.round_no] = set()
         if self.restart_in_place:
-            self._hold(node, world)
+            self._hold_all([(node, world)], world.round_no, node.attempt)
 
-    def _hold(self, node: SimNode, world: RoundResult) -> None:
-        """Hold a wait on the next attempt of ``world``'s round, as the round watcher does."""
-        nxt = node.attempt + 1
-        key = attempts.next_attempt_key(self.keys, world.round_no, node.attempt)
-        self._held_keys.setdefault(world.round_no, set()).add(key)
-        if not self.sim_store.hold(key, (node, world, nxt)):
-            # Opened already (it learned of an earlier attempt late): wake after one latency.
-            learn = self._learner([(node, world, nxt)])
-            self.queue.schedule(self.now + self._latency(node), learn)
+    def _hold_all(
+        self, members: list[tuple[SimNode, RoundResult]], round_no: int, attempt: int
+    ) -> None:
+        """Each member, running ``attempt``, holds a wait on the round's next attempt, as the
+        real round watcher does."""
+        key = attempts.next_attempt_key(self.keys, round_no, attempt)
+        self._held_keys.setdefault(round_no, set()).add(key)
+        entries: list[Held] = [(node, world, attempt + 1) for node, world in members]
+        if not self.sim_store.hold(key, entries):
+            # Opened already (they learned of an earlier attempt late): wake after one latency.
+            self._wake_held(entries)
 
     def _apply_from(self, node: SimNode, ops: tuple[Op, ...]) -> tuple[Reply, ...] | None:
         replies = super()._apply_from(node, ops)
@@ -139,6 +164,9 @@ class RestartDriver(JoinDriver):
     def _wake_held(self, held: list[Held]) -> None:
         """Wake the held waits on a key just written: one action per distinct latency, each
         taking its members in the order they started waiting."""
+        if not any(entry[0].extra_latency for entry in held):
+            self.queue.schedule(self.now + self.latency, self._learner(held))
+            return
         by_latency: dict[float, list[Held]] = {}
         for entry in held:
             by_latency.setdefault(self._latency(entry[0]), []).append(entry)
@@ -152,11 +180,22 @@ class RestartDriver(JoinDriver):
         return learn
 
     def _learn(self, entries: list[Held]) -> None:
-        """Members whose held wait fired learn that the attempt opened and restart as it."""
-        for node, world, attempt in entries:
-            # A wait of a node that moved on (re-joined, crashed, restarted already) is stale;
-            # one that cannot reach the store now fails, and its periodic look finds the key.
-            if node.world is not world or node.attempt != attempt - 1:
-                continue
-            if node.status is Status.TRAINING and node.beating and self._reachable(node):
-                self._restart(node, world, attempt, opener=False)
+        """Members whose held wait fired learn that the attempt opened and restart as it.
+
+        ``entries`` all wait on one key: the same attempt of the same round."""
+        # A wait of a node that moved on (re-joined, crashed, restarted already) is stale; one
+        # that cannot reach the store now fails, and its periodic look finds the key later.
+        training, store_up = Status.TRAINING, self.store_up
+        ready = [
+            (node, world)
+            for node, world, attempt in entries
+            if node.world is world
+            and node.attempt == attempt - 1
+            and node.status is training
+            and node.beating
+            and store_up
+            and not node.partitioned
+        ]
+        if ready:
+            attempt = entries[0][2]
+            self._restart_all(ready, ready[0][1].round_no, attempt - 1, attempt, opener=False)

@@ -5,6 +5,8 @@ written, so waking 10,000 members is one action, not 10,000)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from attrs import define, field
 
 from tpelastic.core.rendezvous.ops import Get, Op, Reply, run_ops
@@ -41,18 +43,22 @@ class SimStore:
                     self.fired.append((op.key, held))
         return replies, woken
 
-    def hold(self, key: str, waiter: object) -> bool:
-        """Place a held wait on ``key`` (kept until the key is written, or :meth:`release`).
+    def hold(self, key: str, waiters: Sequence[object]) -> bool:
+        """Place held waits on ``key`` (kept until the key is written, or :meth:`release`).
 
         Returns:
-            False (nothing placed) when the key exists already: the caller wakes it itself.
+            False (nothing placed) when the key exists already: the caller wakes them itself.
         """
-        # A held wait is one request to a real store (a wait on the key): count it as one.
-        self.ops += 1
-        self.batches += 1
+        # A held wait is one request to a real store (a wait on the key): count each as one.
+        self.ops += len(waiters)
+        self.batches += len(waiters)
         if key in self.data:
             return False
-        self._held.setdefault(key, []).append(waiter)
+        held = self._held.get(key)
+        if held is None:
+            self._held[key] = list(waiters)
+        else:
+            held += waiters
         return True
 
     def release(self, keys: list[str]) -> None:
