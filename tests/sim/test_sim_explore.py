@@ -47,6 +47,9 @@ AFTER_FORMING = {
     "graceful leave": Bounds(
         nodes=3, min_nodes=2, max_nodes=3, ticks=1, failures=0, leaves=1, crashes=0
     ),
+    "restart in place, then a leave": Bounds(
+        nodes=3, min_nodes=2, max_nodes=3, ticks=1, failures=0, restarts=1, leaves=1, crashes=0
+    ),
 }
 
 
@@ -87,3 +90,24 @@ def test_a_broken_guard_is_found_with_a_minimal_replayable_counterexample() -> N
     replay(bounds, events[:-1], step=BROKEN.step)  # one event shorter: no violation yet
     with pytest.raises(ValueError, match="not enabled"):
         replay(bounds, events[1:], step=BROKEN.step)
+
+
+def test_every_interleaving_of_two_restarts_in_place_keeps_one_round() -> None:
+    bounds = Bounds(nodes=3, min_nodes=2, max_nodes=3, ticks=1, failures=0, restarts=2, crashes=0)
+    found = explore(bounds, prefix=formed_prefix(bounds))
+    assert found.counterexample is None, found.counterexample
+    assert found.complete and found.rounds_reached == 0  # attempts, never a new round
+    assert found.states > 50
+
+
+def test_a_closer_that_drops_the_attempts_is_caught_by_R16(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Test-only bug: the closer forgets the in-place attempts its members report.
+    monkeypatch.setattr(
+        reading, "round_restart_count", lambda prev, attempts, failed: prev + int(failed)
+    )
+    bounds = AFTER_FORMING["restart in place, then a leave"]
+    found = explore(bounds, prefix=formed_prefix(bounds))
+    example = found.counterexample
+    assert example is not None and example.invariant == "R16", example
+    assert any(e[0] == "restart" for e in example.events)
+    assert any(e[0] == "leave" for e in example.events)

@@ -2,10 +2,12 @@
 
 For a small configuration (say 3 nodes, min 2) the explorer enumerates every order in which the
 nodes' individual store batches can land, waits can wake or expire, time can tick, and a bounded
-number of starts, crashes, graceful leaves, worker failures and closes can happen. Each node runs
-the real join machine (or any ``step`` function with its signature, e.g. a deliberately broken
-table in a test). Every reachable state is checked against the safety invariants R1-R7 of
-``specs/rendezvous_join.md``; states are deduplicated by a canonical hashable form.
+number of starts, crashes, graceful leaves, worker failures (re-joining, or restarted in place
+as the round's next attempt) and closes can happen. Each node runs the real join machine (or any
+``step`` function with its signature, e.g. a deliberately broken table in a test). Every
+reachable state is checked against the safety invariants R1, R3-R7, R16 and R17 of
+``specs/rendezvous_join.md`` (R2 on every transition); states are deduplicated by a canonical
+hashable form.
 
 The abstraction: a store batch is atomic and lands when the explorer delivers it (any order
 across nodes, in order per node); time moves in steps of ``heartbeat_interval`` (``tick``), and

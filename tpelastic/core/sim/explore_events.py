@@ -1,6 +1,9 @@
 """The explorer's events: which may happen in a world (``enabled``), and what each does
 (``apply``). Each node runs the given join ``step``; agents between rounds act as in
-:mod:`tpelastic.core.sim.cluster` (watch the next round, report a dead successor, rejoin)."""
+:mod:`tpelastic.core.sim.cluster` (watch the next round, restart in place when its next attempt
+opens, report a dead successor, rejoin). A ``restart`` is a worker failure restarted in place:
+the node opens its round's next attempt and runs it; the others learn of it on their next look
+(``watch``), which covers every moment a held wait could wake them."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from typing import Any
 import attrs
 from attrs import evolve
 
-from tpelastic.core.rendezvous import membership
+from tpelastic.core.rendezvous import attempts, membership
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.liveness import LivenessTracker
 from tpelastic.core.rendezvous.ops import (
@@ -77,6 +80,8 @@ def _node_events(
             yield ("leave", name)
         if used.get("fail", 0) < bounds.failures:
             yield ("fail", name)
+        if used.get("restart", 0) < bounds.restarts:
+            yield ("restart", name)
         if used.get("close", 0) < bounds.closes:
             yield ("close", name)
 
@@ -97,7 +102,7 @@ def apply(world: World, label: Label, config: RendezvousConfig, step: StepFn) ->
     node = _EVENTS[kind](ctx, node)
     nodes = world.nodes[:index] + (node,) + world.nodes[index + 1 :]
     out = evolve(ctx.world, store=tuple(sorted(store.items())), nodes=nodes)
-    return _count(out, kind) if kind in ("crash", "leave", "fail", "close") else out
+    return _count(out, kind) if kind in ("crash", "leave", "fail", "restart", "close") else out
 
 
 @attrs.define
@@ -132,10 +137,17 @@ class _Ctx:
                 "R2", f"{node.name} completed round {result.round_no} after {node.last_round}"
             )
         return evolve(
-            node, phase=Phase.TRAINING, world=result, last_round=result.round_no, pending=None
+            node,
+            phase=Phase.TRAINING,
+            world=result,
+            last_round=result.round_no,
+            pending=None,
+            attempt=0,
         )
 
-    def begin(self, node: Node, reason: str, from_round: int | None) -> Node:
+    def begin(self, node: Node, reason: str, from_round: int | None, seen: int = 0) -> Node:
+        """Start a join; ``seen``: an attempt of ``from_round`` the node saw opened."""
+        ran = max(node.attempt, seen) if from_round == node.last_round else 0
         node = evolve(
             node, phase=Phase.JOINING, world=None, ring=LivenessTracker(), join=JoinState()
         )
@@ -145,6 +157,7 @@ class _Ctx:
             now=self.world.now,
             from_round=from_round,
             reason=reason,
+            attempt=ran,
         )
         return self.feed(node, event)
 
@@ -181,6 +194,13 @@ def _fail(ctx: _Ctx, node: Node) -> Node:
     return ctx.begin(node, "failure", node.world.round_no)
 
 
+def _restart(ctx: _Ctx, node: Node) -> Node:
+    assert node.world is not None
+    attempt = node.attempt + 1
+    ctx.run(attempts.open_attempt_ops(KEYS, node.world.round_no, attempt, "failure"))
+    return evolve(node, attempt=attempt)
+
+
 def _close(ctx: _Ctx, node: Node) -> Node:
     assert node.world is not None
     ctx.run(membership.close_ops(KEYS, node.world.round_no + 1, "succeeded", f"by {node.name}"))
@@ -192,11 +212,15 @@ def _close(ctx: _Ctx, node: Node) -> Node:
 def _watch(ctx: _Ctx, node: Node) -> Node:
     world = node.world
     assert world is not None
-    seen = membership.read_watch(ctx.run(membership.watch_ops(KEYS, world.round_no)))
+    look = membership.watch_ops(KEYS, world.round_no, node.attempt)
+    seen = membership.read_watch(ctx.run(look))
+    newer = node.attempt + 1 if seen.next_attempt is not None else 0
     if seen.closed is not None:
         return evolve(node, phase=Phase.STOPPED, world=None)
     if seen.next_opened is not None:
-        return ctx.begin(node, "rejoin", world.round_no)
+        return ctx.begin(node, "rejoin", world.round_no, newer)
+    if newer:
+        return evolve(node, attempt=newer)
     if seen.waiting > 0 and world.world_size < ctx.config.max_nodes:
         return ctx.begin(node, "scale_up", world.round_no)
     successor = membership.ring_successor(world, node.name)
@@ -218,6 +242,7 @@ _EVENTS: dict[str, Callable[[_Ctx, Node], Node]] = {
     "crash": _crash,
     "leave": _leave,
     "fail": _fail,
+    "restart": _restart,
     "close": _close,
     "watch": _watch,
 }

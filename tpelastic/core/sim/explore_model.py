@@ -1,5 +1,5 @@
 """The explorer's model: bounds, the world it searches (nodes, store, clock), the invariants
-R1 and R3-R7 checked on every world, and the canonical key that deduplicates worlds."""
+R1, R3-R7, R16 and R17 checked on every world, and the canonical key that deduplicates worlds."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ class Bounds:
     crashes: int = 1
     leaves: int = 0
     failures: int = 1
+    # Worker failures restarted in place (the node opens its round's next attempt); ``failures``
+    # are worker failures that re-join instead (a rendezvous without attempts).
+    restarts: int = 0
     closes: int = 0
     heartbeat_timeout: float = 2.0
     last_call_timeout: float = 1.0
@@ -74,6 +77,8 @@ class Node:
     world: RoundResult | None = None
     ring: LivenessTracker = LivenessTracker()
     last_round: int = -1
+    # The in-place attempt of ``last_round`` it runs (or ran last): it reports it when it joins.
+    attempt: int = 0
 
 
 @frozen(kw_only=True)
@@ -120,8 +125,40 @@ def _results(store: Mapping[str, bytes]) -> dict[int, RoundResult]:
     return found
 
 
+def _opened(store: Mapping[str, bytes], round_no: int) -> int:
+    """The highest in-place attempt of the round opened in the store (0: none)."""
+    attempt = 0
+    while KEYS.attempt(round_no, attempt + 1) in store:
+        attempt += 1
+    return attempt
+
+
+def _check_attempts(
+    store: Mapping[str, bytes], results: Mapping[int, RoundResult], training: list[Node]
+) -> None:
+    """R16: a round's count carries the attempts of the round before; R17: nobody runs an
+    attempt nobody opened."""
+    for r, result in results.items():
+        previous = results.get(r - 1)
+        if result.closed or previous is None or previous.closed:
+            continue
+        carried = max(
+            (p.prev_attempt for p in result.participants if p.prev_round == r - 1), default=0
+        )
+        if carried > _opened(store, r - 1):
+            raise Violation("R16", f"round {r} carries attempt {carried}, never opened")
+        base = previous.restart_count + carried
+        top = base + (1 if KEYS.failures(r) in store else 0)
+        if not base <= result.restart_count <= top:
+            raise Violation("R16", f"round {r} has restart count {result.restart_count}")
+    for node in training:
+        assert node.world is not None
+        if node.attempt > _opened(store, node.world.round_no):
+            raise Violation("R17", f"{node.name} runs attempt {node.attempt}, never opened")
+
+
 def check_invariants(world: World, config: RendezvousConfig) -> None:
-    """Raise :class:`Violation` naming the first of R1, R3-R7 that ``world`` breaks."""
+    """Raise :class:`Violation` naming the first of R1, R3-R7, R16, R17 that ``world`` breaks."""
     store = dict(world.store)
     results = _results(store)
     training = [n for n in world.nodes if n.phase is Phase.TRAINING and n.world is not None]
@@ -150,6 +187,7 @@ def check_invariants(world: World, config: RendezvousConfig) -> None:
     rounds = {n.world.round_no for n in training if n.world is not None}
     if len(rounds) > 1:
         raise Violation("R7", f"rounds {sorted(rounds)} train side by side")
+    _check_attempts(store, results, training)
 
 
 # --- canonical form ----------------------------------------------------------------------------
@@ -169,6 +207,7 @@ def _node_key(node: Node) -> object:
         node.world,
         tuple(sorted(node.ring.seen.items())),
         node.last_round,
+        node.attempt,
     )
 
 
