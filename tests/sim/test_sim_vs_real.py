@@ -1,6 +1,8 @@
 """The simulator agrees with the real driver: the same small scenario (three nodes form a round,
 one node's workers fail, then it leaves) gives the same membership sequence in the simulator and
-with ``run_join`` + ``KeepAlive`` threads over a real tensorplay TCPStore on 127.0.0.1."""
+with ``run_join`` + ``KeepAlive`` threads over a real tensorplay TCPStore on 127.0.0.1: once with
+the failure re-joining (a rendezvous without attempts), once restarted in place (the round's
+next attempt, carried into the next round's restart count)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from collections.abc import Callable
 from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.rendezvous.driver import KeepAlive, execute_ops, run_join
 from tpelastic.adapters.stores import tcp_store
-from tpelastic.core.rendezvous import membership
+from tpelastic.core.rendezvous import attempts, membership
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.ops import JoinSucceeded
@@ -75,20 +77,38 @@ def in_threads(work: dict[str, Callable[[], JoinSucceeded | None]]) -> dict[str,
     return done
 
 
-def follow(store: KeyValueStore, node: str, result: RoundResult) -> JoinSucceeded:
+def follow(store: KeyValueStore, node: str, result: RoundResult, attempt: int = 0) -> JoinSucceeded:
     """What an agent does between rounds: look at the next round each heartbeat interval and
-    rejoin once it is opened."""
+    rejoin once it is opened (reporting the in-place attempt of its round it reached)."""
     keys, deadline = RunKeys(RUN), time.monotonic() + 20.0
     while time.monotonic() < deadline:
         seen = membership.read_watch(
-            execute_ops(store, membership.watch_ops(keys, result.round_no))
+            execute_ops(store, membership.watch_ops(keys, result.round_no, attempt))
         )
         if seen.next_opened is not None:
             return run_join(
-                store, CONFIG, run_id=RUN, node=node, from_round=result.round_no, reason="rejoin"
+                store,
+                CONFIG,
+                run_id=RUN,
+                node=node,
+                from_round=result.round_no,
+                reason="rejoin",
+                attempt=attempt,
             )
         time.sleep(CONFIG.heartbeat_interval)
     raise AssertionError(f"{node} never saw round {result.round_no + 1} open")
+
+
+def learn_attempt(store: KeyValueStore, result: RoundResult, attempt: int) -> str:
+    """A member's look until the round's next attempt is open; returns why it was opened."""
+    keys, deadline = RunKeys(RUN), time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        look = membership.watch_ops(keys, result.round_no, attempt)
+        seen = membership.read_watch(execute_ops(store, look))
+        if seen.next_attempt is not None:
+            return seen.next_attempt
+        time.sleep(CONFIG.heartbeat_interval)
+    raise AssertionError(f"attempt {attempt + 1} of round {result.round_no} never opened")
 
 
 def real() -> list[Membership]:
@@ -145,3 +165,57 @@ def test_the_simulator_and_the_real_driver_form_the_same_rounds() -> None:
     ]
     assert simulated() == expected
     assert real() == expected
+
+
+def simulated_in_place() -> list[Membership]:
+    cluster = Cluster(config=CONFIG)
+    for node in NODES:
+        cluster.start(node)
+    cluster.advance(2.0)
+    cluster.fail_workers("c")
+    cluster.advance(3.0)
+    assert cluster.worlds() == {(0, 1): 3}  # everyone restarted in place as attempt 1
+    cluster.leave("c")
+    cluster.advance(3.0)
+    results = cluster.results()
+    return [membership_of(results[r]) for r in sorted(results)]
+
+
+def real_in_place() -> list[Membership]:
+    server = tcp_store("127.0.0.1", 0, is_server=True, timeout=5.0)
+    port = server.raw.port
+    stores = {n: tcp_store("127.0.0.1", port, is_server=False, timeout=5.0) for n in NODES}
+    beats = {n: KeepAlive(stores[n], CONFIG, run_id=RUN, node=n).start() for n in NODES}
+    keys = RunKeys(RUN)
+    try:
+        first = in_threads({n: _joiner(stores[n], n) for n in NODES})
+        r0 = first["a"].result
+        # c's workers fail: it opens attempt 1 of round 0; a and b learn of it on their look.
+        execute_ops(stores["c"], attempts.open_attempt_ops(keys, r0.round_no, 1, "failure"))
+        for node in ("a", "b"):
+            assert learn_attempt(stores[node], r0, 0) == "failure"
+        beats["c"].stop()
+        execute_ops(stores["c"], membership.leave_ops(keys, r0, "c"))
+        second = in_threads(
+            {
+                "a": lambda: follow(stores["a"], "a", r0, attempt=1),
+                "b": lambda: follow(stores["b"], "b", r0, attempt=1),
+            }
+        )
+        assert len({j.result for j in second.values()}) == 1, "nodes disagree on a round"
+        return [membership_of(r) for r in (r0, second["a"].result)]
+    finally:
+        for keep_alive in beats.values():
+            keep_alive.stop()
+        for store in stores.values():
+            store.close()
+        server.close()
+
+
+def test_the_simulator_and_the_real_driver_agree_on_a_restart_in_place() -> None:
+    expected = [
+        (0, ("a", "b", "c"), 0),
+        (1, ("a", "b"), 1),  # c left after the round restarted in place: attempt 1 carried
+    ]
+    assert simulated_in_place() == expected
+    assert real_in_place() == expected
