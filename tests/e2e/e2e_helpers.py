@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,64 @@ def records(out: Path) -> list[dict[str, Any]]:
         data["round"] = int(path.name.split("_")[0][1:])
         found.append(data)
     return found
+
+
+# Fast failure detection for the tests: a heartbeat every 0.3 s, dead after 3 missed.
+FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=30"
+
+
+def tcp_node(
+    port: int,
+    run_id: str,
+    nnodes: str,
+    log: Path,
+    *worker_args: str,
+    restarts: int = 0,
+    conf: str = "",
+    extra: tuple[str, ...] = (),
+) -> subprocess.Popen[bytes]:
+    """One ``tpelastic run`` agent of run ``run_id`` on the tcp backend at ``port`` (the first
+    to come hosts the store), two workers, fast failure detection; ``extra`` flags go before
+    the script."""
+    return tpstart(
+        "--nnodes",
+        nnodes,
+        "--nproc-per-node",
+        "2",
+        "--rdzv-backend",
+        "tcp",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-id",
+        run_id,
+        "--local-addr",
+        "127.0.0.1",
+        "--rdzv-conf",
+        FAST + conf,
+        "--monitor-interval",
+        "0.1",
+        "--max-restarts",
+        str(restarts),
+        *extra,
+        WORKER,
+        *worker_args,
+        log=log,
+    )
+
+
+def finish(proc: subprocess.Popen[bytes], log: Path, timeout: float = 90.0) -> int:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"agent did not finish:\n{log.read_text()[-3000:]}") from None
+
+
+def wait_for_records(out: Path, count: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(records(out)) < count:
+        assert time.monotonic() < deadline, f"only {len(records(out))} of {count} records"
+        time.sleep(0.1)
 
 
 def descendants(pid: int) -> list[psutil.Process]:

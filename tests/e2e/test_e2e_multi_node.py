@@ -3,66 +3,14 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from e2e_helpers import WORKER, free_port, records, tpstart
+from e2e_helpers import WORKER, finish, free_port, records, tpstart, wait_for_records
+from e2e_helpers import tcp_node as node
 
 pytestmark = pytest.mark.slow
-
-# Fast failure detection for the tests: a heartbeat every 0.3 s, dead after 3 missed.
-FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=30"
-
-
-def node(
-    port: int,
-    run_id: str,
-    nnodes: str,
-    log: Path,
-    *worker_args: str,
-    restarts: int = 0,
-    conf: str = "",
-) -> subprocess.Popen[bytes]:
-    return tpstart(
-        "--nnodes",
-        nnodes,
-        "--nproc-per-node",
-        "2",
-        "--rdzv-backend",
-        "tcp",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{port}",
-        "--rdzv-id",
-        run_id,
-        "--local-addr",
-        "127.0.0.1",
-        "--rdzv-conf",
-        FAST + conf,
-        "--monitor-interval",
-        "0.1",
-        "--max-restarts",
-        str(restarts),
-        WORKER,
-        *worker_args,
-        log=log,
-    )
-
-
-def finish(proc: subprocess.Popen[bytes], log: Path, timeout: float = 90.0) -> int:
-    try:
-        return proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise AssertionError(f"agent did not finish:\n{log.read_text()[-3000:]}") from None
-
-
-def wait_for_records(out: Path, count: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while len(records(out)) < count:
-        assert time.monotonic() < deadline, f"only {len(records(out))} of {count} records"
-        time.sleep(0.1)
 
 
 def test_two_agents_form_one_world_with_consistent_global_ranks(tmp_path: Path, out: Path) -> None:
@@ -153,3 +101,6 @@ def test_a_worker_crash_restarts_every_node_once_with_one_restart_count(
     counts = sorted(r["env"]["TPELASTIC_RESTART_COUNT"] for r in seen)
     assert counts == ["0"] * 4 + ["1"] * 4  # one restart, seen by all four workers
     assert all(r["sum"] == 10.0 for r in seen)
+    # Nobody joined or left: the round restarted in place as its attempt 1 (no second round).
+    assert {r["env"]["TPELASTIC_ROUND"] for r in seen} == {"0"}
+    assert all(r["env"]["TPELASTIC_ATTEMPT"] == r["env"]["TPELASTIC_RESTART_COUNT"] for r in seen)

@@ -93,7 +93,7 @@ def timed_steps(steps: int) -> tuple[int, str, int | None]:
 
 def two_tcp_nodes_with_a_crash(tmp_path: Path, run_id: str, events: Path) -> list[int]:
     """Two agents on the tcp backend (one world of 2), both recording to ``events``; rank 1's
-    worker crashes once, so the job runs a second round. Returns both exit codes."""
+    worker crashes once, so the round restarts in place (attempt 1). Returns both exit codes."""
     port = free_port()
     fast = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=30"
     nodes = [

@@ -33,28 +33,30 @@ def test_A8_a_crash_and_restart_replay_through_the_core(tmp_path: Path) -> None:
     steps = [e for e in events if isinstance(e, Event) and e.name == "agent.step"]
     assert result.steps == len(steps)
     observed = [s.metadata["event"]["type"] for s in steps]
-    assert observed == [
+    assert observed == [  # the failure restarts the round in place: no second join
         "AgentStarted",
         "RoundCompleted",
         "WorkersFailed",
-        "RoundCompleted",
         "WorkersSucceeded",
         "ExitBarrierPassed",
     ]
     failed = steps[2].metadata["event"]["failures"]
     assert [f["local_rank"] for f in failed] == [1]
+    effects = [e["type"] for e in steps[2].metadata["effects"]]
+    assert effects == ["StopWorkers", "OpenAttempt", "StartWorkers"]
+    assert result.state.attempt == 1
     rdzv = [(e.name, e.round, e.rank) for e in events if isinstance(e, RdzvEvent)]
     assert rdzv == [
         ("rdzv.round_joined", 0, 0),
-        ("rdzv.round_joined", 1, 0),
-        ("rdzv.closed", 1, 0),
+        ("rdzv.attempt", 0, 0),
+        ("rdzv.closed", 0, 0),
     ]
 
 
 def test_a_tampered_or_missing_record_is_named(tmp_path: Path) -> None:
     events, _ = _crash_once(tmp_path)
     steps = [e for e in events if isinstance(e, Event) and e.name == "agent.step"]
-    # Drop the failure: the next RoundCompleted arrives in RUNNING, which the records contradict.
+    # Drop the failure: the records after it are numbered past a gap.
     with pytest.raises(ReplayMismatch, match="step 3: expected step 2"):
         replay_agent_events([e for e in events if e is not steps[2]])
     meta = dict(steps[3].metadata)
@@ -62,6 +64,13 @@ def test_a_tampered_or_missing_record_is_named(tmp_path: Path) -> None:
     forged = Event(name="agent.step", source=steps[3].source, metadata=meta)
     with pytest.raises(ReplayMismatch, match="step 3: recorded to 'FAILED'"):
         replay_agent_events([forged if e is steps[3] else e for e in events])
+    meta = dict(steps[2].metadata)  # an in-place restart that claims another attempt
+    meta["effects"] = [
+        {**e, "attempt": 2} if e["type"] == "OpenAttempt" else e for e in meta["effects"]
+    ]
+    forged = Event(name="agent.step", source=steps[2].source, metadata=meta)
+    with pytest.raises(ReplayMismatch, match="step 2: recorded effects"):
+        replay_agent_events([forged if e is steps[2] else e for e in events])
 
 
 def test_console_events_go_to_stderr(tmp_path: Path) -> None:

@@ -56,8 +56,9 @@ def exit_barrier(
 
 
 def depart(membership: Membership, timeout: float) -> None:
-    """Say this node is done; the store's host stays up (at most ``timeout`` s, capped at
-    :data:`DEPART_WAIT`) until every peer has said so. Never raises."""
+    """Say this node is done (the job succeeded, or failed for everyone); the store's host
+    stays up (at most ``timeout`` s, capped at :data:`DEPART_WAIT`) until every peer of the
+    current attempt has said so, so a peer still learns how the job ended. Never raises."""
     joined = membership.joined
     if joined is None:
         return

@@ -26,6 +26,7 @@ class RoundFacts:
     restart_count: int
     master_addr: str
     master_port: int
+    attempt: int = 0  # the round's in-place attempt (0: its first start)
 
 
 def worker_envs(
@@ -40,7 +41,8 @@ def worker_envs(
 
     Ranks come from the core's ``make_group`` (node ``group_rank`` owns a block of
     ``local_world_size`` consecutive global ranks), so every node computes the same world.
-    The restart count is the job-wide one agreed by the round: the same on every worker.
+    The restart count is the job-wide one (the round's plus the in-place attempt): the same on
+    every worker. ``TPELASTIC_ATTEMPT`` is the round's in-place attempt (0: its first start).
 
     Raises:
         ValueError: the round's ranks do not fit (from ``make_group``).
@@ -64,10 +66,11 @@ def worker_envs(
         "TPELASTIC_MAX_RESTARTS": str(max_restarts),
         "TPELASTIC_RUN_ID": run_id,
         "TPELASTIC_ROUND": str(facts.round),
+        "TPELASTIC_ATTEMPT": str(facts.attempt),
         "TORCHELASTIC_RESTART_COUNT": str(facts.restart_count),
         "TORCHELASTIC_MAX_RESTARTS": str(max_restarts),
         "TORCHELASTIC_RUN_ID": run_id,
-        # Workers host their own bootstrap store on MASTER_PORT (a fresh one each round); they
+        # Workers host their own bootstrap store on MASTER_PORT (a fresh one each attempt); they
         # must not look for one inside the agent.
         "TORCHELASTIC_USE_AGENT_STORE": "False",
     }

@@ -10,6 +10,9 @@ looked at every 0.25 s while workers run; where the store holds a wait for any o
 (our TCPStore) a watcher thread (:mod:`round_watch`) blocks in it and the loop looks at its next
 pass after the wait fires (within ``monitor_interval``), and the periodic look then only times
 the ring successor's heartbeat (every heartbeat interval, at most every 0.25 s).
+
+Over a rendezvous that restarts a round in place (the dynamic handler), a worker failure opens
+the round's next attempt instead of a new round; the effects for that are in :mod:`in_place`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from tpelastic.adapters.agent import publish, report
 from tpelastic.adapters.agent.barrier import depart, exit_barrier
 from tpelastic.adapters.agent.env import worker_envs
+from tpelastic.adapters.agent.in_place import InPlaceRestarts, attempt_name
 from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.agent.observers import Observers, describe_stall
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
@@ -79,25 +83,26 @@ class ElasticAgent(abc.ABC):
         """The current attempt's workers (ranks, phase), or None before the first round."""
 
 
-class SimpleElasticAgent(ElasticAgent):
+class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
     """The run loop over a rendezvous handler; subclasses start, wait for and stop workers."""
 
     def __init__(self, spec: WorkerSpec) -> None:
         self._spec = spec
-        self._config = core.AgentConfig(
-            max_restarts=spec.max_restarts,
-            min_nodes=spec.min_nodes,
-            max_nodes=spec.max_nodes,
-            local_world_size=spec.local_world_size,
-            role=spec.role,
-        )
-        self._state = core.initial_state(self._config)
         self._membership = Membership(
             spec.rdzv_handler,
             master_addr=spec.master_addr,
             master_port=spec.master_port,
             local_addr=spec.local_addr,
         )
+        self._config = core.AgentConfig(
+            max_restarts=spec.max_restarts,
+            min_nodes=spec.min_nodes,
+            max_nodes=spec.max_nodes,
+            local_world_size=spec.local_world_size,
+            role=spec.role,
+            restart_in_place=self._membership.in_place,
+        )
+        self._state = core.initial_state(self._config)
         self._queue: deque[Any] = deque()
         self._join_reason: str | None = None
         self._group: WorkerGroup | None = None
@@ -157,7 +162,9 @@ class SimpleElasticAgent(ElasticAgent):
             try:
                 self._unwatch()
                 self._stop_workers("agent exiting")
-                if self._state.phase is core.AgentPhase.SUCCEEDED:
+                # A job that ended for everyone (succeeded, or failed and closed: exit 1) keeps
+                # the store host up until its peers have seen the end, not only a success.
+                if self._state.exit_code in (core.EXIT_OK, core.EXIT_WORKERS_FAILED):
                     depart(self._membership, self._spec.exit_barrier_timeout)
             finally:
                 self._membership.leave()  # closes the store: a watcher's wait ends at once
@@ -242,7 +249,7 @@ class SimpleElasticAgent(ElasticAgent):
 
     # -- the round watcher ------------------------------------------------------------------
 
-    def _watch(self, round_no: int) -> None:
+    def _watch(self, round_no: int, attempt: int = 0) -> None:
         """Start this round's watcher: only for runs that can grow or shrink, over a store that
         holds a wait for any key (so the single-node path imports and starts nothing)."""
         self._unwatch()
@@ -253,7 +260,7 @@ class SimpleElasticAgent(ElasticAgent):
             return
         from tpelastic.adapters.agent.round_watch import RoundWatcher
 
-        name = f"tpelastic-round-watch-{round_no}"
+        name = f"tpelastic-round-watch-{attempt_name(round_no, attempt)}"
         self._watcher = RoundWatcher(self._membership.wait_for_change, name=name).start()
 
     def _unwatch(self) -> None:
@@ -312,6 +319,10 @@ class SimpleElasticAgent(ElasticAgent):
             return core.NextRoundOpened(
                 now=now, round=self._state.round + 1, reason=seen.next_opened
             )
+        if seen.next_attempt is not None:
+            attempt, why = seen.next_attempt
+            round_no = self._state.round
+            return core.AttemptOpened(now=now, round=round_no, attempt=attempt, reason=why)
         if running and seen.waiting > 0:
             return core.NodesWaiting(now=now, count=seen.waiting)
         return None
@@ -385,8 +396,9 @@ class SimpleElasticAgent(ElasticAgent):
         return core.RendezvousFailed(now=now, reason=why, kind="closed")
 
     def _do_StartWorkers(self, effect: core.StartWorkers) -> None:
-        joined = self._membership.joined
-        assert joined is not None
+        joined = self._enter_attempt(effect) if effect.attempt else self._membership.joined
+        if joined is None:
+            return  # what ended the attempt before it started is queued (see in_place)
         spec = self._spec
         envs = worker_envs(
             role=spec.role,
@@ -407,8 +419,9 @@ class SimpleElasticAgent(ElasticAgent):
         envs = self._obs.worker_envs(envs, effect.round, time.monotonic())
         publish.workers(HEALTHY=spec.local_world_size)
         log.info(
-            "round %d: node %d of %d, restart %d/%d, starting %d worker(s), master %s:%d",
+            "round %d%s: node %d of %d, restart %d/%d, starting %d worker(s), master %s:%d",
             effect.round,
+            f" attempt {effect.attempt}" if effect.attempt else "",
             effect.group_rank,
             effect.group_world_size,
             effect.restart_count,
@@ -417,8 +430,8 @@ class SimpleElasticAgent(ElasticAgent):
             joined.facts.master_addr,
             joined.facts.master_port,
         )
-        self._start_workers(envs, attempt=f"r{effect.round}")
-        self._watch(effect.round)
+        self._start_workers(envs, attempt=attempt_name(effect.round, effect.attempt))
+        self._watch(effect.round, effect.attempt)
 
     def _do_StopWorkers(self, effect: core.StopWorkers) -> None:
         log.info("stopping workers: %s", effect.reason)

@@ -4,7 +4,10 @@ Two kinds of handler are bridged:
 
 * a **round-aware** handler (the dynamic one: it has ``watch``): rounds, the job-wide restart
   count and the bootstrap endpoint come from the handler; ``watch`` reports a close, the next
-  round opening and nodes waiting.
+  round opening, nodes waiting and the round's next in-place attempt opening. When it can
+  restart a round in place (``open_attempt``: :attr:`Membership.in_place`), a worker failure
+  opens the round's next attempt and every member starts its workers again for it
+  (:meth:`Membership.start_attempt`: the attempt's own namespace and bootstrap endpoint).
 * any other handler (``static``, third-party): membership is fixed, so rounds are *attempts*
   counted here. Every attempt is announced under ``agent/attempt/<n>`` in the run's store with
   its restart count (the first writer wins, so all nodes agree), and rank 0 publishes a fresh
@@ -19,14 +22,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from tpelastic.adapters.agent.env import RoundFacts
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousConnectionError,
     RendezvousStateError,
+    RendezvousTimeoutError,
     store_errors_as_rendezvous_errors,
 )
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
@@ -34,6 +39,9 @@ from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreIn
 # While a round watcher runs, the periodic look only times the ring successor's heartbeat; this
 # bound keeps a crash seen within the keep-alive expiry plus 0.25 s, as without a watcher.
 _HEARTBEAT_LOOK_MAX = 0.25
+# A member waiting for rank 0's endpoint of a new attempt looks this often for what ends the
+# wait otherwise (rank 0 found dead opens the next round; a newer attempt; a close).
+_ATTEMPT_LOOK_EVERY = 0.5
 
 
 @frozen(kw_only=True)
@@ -51,6 +59,7 @@ class Look:
     closed: tuple[str, str] | None = None  # (outcome, reason) once the job is over
     next_opened: str | None = None  # why a newer round opened
     waiting: int = 0  # nodes waiting to join
+    next_attempt: tuple[int, str] | None = None  # (attempt, why) once our round's next opened
 
 
 class Membership:
@@ -75,6 +84,8 @@ class Membership:
     ) -> None:
         self.handler = handler
         self.round_aware = callable(getattr(handler, "watch", None))
+        # Restarts a round's workers in place (attempts within a round) instead of re-joining.
+        self.in_place = self.round_aware and callable(getattr(handler, "open_attempt", None))
         self._fixed = (master_addr, master_port) if master_addr and master_port else None
         self._local_addr = local_addr
         self._bootstrap_timeout = bootstrap_timeout
@@ -164,10 +175,12 @@ class Membership:
         if self.round_aware:
             seen = self.handler.watch()
             closed = seen.closed
+            why = getattr(seen, "next_attempt", None) if self.in_place else None
             return Look(
                 closed=(closed.outcome, closed.reason) if closed is not None else None,
                 next_opened=seen.next_opened,
                 waiting=int(seen.waiting),
+                next_attempt=(int(self.handler.attempt) + 1, why) if why is not None else None,
             )
         if self._info is None:
             return Look()
@@ -216,6 +229,57 @@ class Membership:
         opener = getattr(self.handler, "open_next_round", None)
         if callable(opener):
             opener(reason)
+
+    def open_attempt(self, attempt: int, reason: str) -> None:
+        """Open in-place ``attempt`` of the current round for every member (first writer wins).
+
+        Raises:
+            RendezvousError: the store could not be reached.
+        """
+        self.handler.open_attempt(reason, attempt=attempt)
+
+    def start_attempt(
+        self, attempt: int, restart_count: int, look: Callable[[float], Any | None]
+    ) -> Joined | Any:
+        """Move to in-place ``attempt`` of the current round and agree on its bootstrap endpoint
+        (rank 0 publishes a fresh one under the attempt's namespace; a user-fixed endpoint is
+        honoured). Members wait for rank 0's at most the bootstrap timeout, asking ``look(now)``
+        every half second for what ends the wait otherwise (rank 0 found dead opens the next
+        round, a newer attempt, a close).
+
+        Returns:
+            The attempt as the current :class:`Joined` (its store holds the attempt's exit
+            barrier), or what ``look`` saw instead.
+
+        Raises:
+            RendezvousTimeoutError: rank 0 published nothing within the bootstrap timeout.
+            RendezvousError: the store could not be reached.
+        """
+        assert self._joined is not None and self.in_place
+        self.handler.follow_attempt(attempt)
+        deadline = time.monotonic() + self._bootstrap_timeout
+        while True:
+            try:
+                info = self.handler.attempt_info(timeout=_ATTEMPT_LOOK_EVERY)
+                break
+            except RendezvousTimeoutError:
+                now = time.monotonic()
+                if now >= deadline:
+                    raise
+                seen = look(now)
+                if seen is not None:
+                    return seen
+        self._info = info
+        addr, port = self._bootstrap(info, self._joined.facts.round)
+        facts = evolve(
+            self._joined.facts,
+            attempt=attempt,
+            restart_count=restart_count,
+            master_addr=addr,
+            master_port=port,
+        )
+        self._joined = Joined(facts=facts, store=info.store)
+        return self._joined
 
     def close(self, outcome: str, reason: str) -> None:
         """Close the rendezvous for every node: the job is over with ``outcome``.

@@ -295,6 +295,7 @@ class Observers:
             "state": state.phase.name,
             "round": state.round,
             "restart_count": state.restart_count,
+            "attempt": state.attempt,
             "max_restarts": self._spec.max_restarts,
             "group_rank": state.group_rank,
             "group_world_size": state.group_world_size,

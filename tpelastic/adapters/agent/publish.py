@@ -23,6 +23,12 @@ def round_joined(facts: RoundFacts, duration_s: float, max_restarts: int) -> Non
     put_metric(AgentMetric.RESTARTS_LEFT, max(0, max_restarts - facts.restart_count))
 
 
+def restarted_in_place(facts: RoundFacts, max_restarts: int) -> None:
+    """The round's workers restarted in place as attempt ``facts.attempt`` (a unit spent)."""
+    put_metric(AgentMetric.RESTARTS_USED, facts.restart_count)
+    put_metric(AgentMetric.RESTARTS_LEFT, max(0, max_restarts - facts.restart_count))
+
+
 def workers(**counts: int) -> None:
     """Local workers by state: every state is published, those not named as 0.
 
@@ -55,4 +61,14 @@ def failed(
     workers(FAILED=len(failures), HEALTHY=local_world_size - len(failures))
 
 
-__all__ = ["EXIT", "HANG", "SIGNAL", "TIMER", "failed", "failure", "round_joined", "workers"]
+__all__ = [
+    "EXIT",
+    "HANG",
+    "SIGNAL",
+    "TIMER",
+    "failed",
+    "failure",
+    "restarted_in_place",
+    "round_joined",
+    "workers",
+]

@@ -1,0 +1,100 @@
+"""Restarting a round in place: the run loop's part (opening an attempt, starting one).
+
+A worker failure with budget left, over a rendezvous that can restart a round in place (the
+dynamic handler), makes the core order ``StopWorkers``, ``OpenAttempt(round, n)`` and
+``StartWorkers(..., attempt=n)``; a member that sees attempt ``n`` opened gets ``StopWorkers``
+and ``StartWorkers(..., attempt=n)``. Same members, ranks and world: each attempt only gets its
+own store namespace, a fresh bootstrap endpoint (so nothing an earlier attempt left is read
+again) and its own exit barrier. See specs/agent.md, "Restarting in place".
+
+Kept apart from :mod:`loop` so the loop stays one job; :class:`InPlaceRestarts` is mixed into
+``SimpleElasticAgent`` and uses its queue, membership and observers.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import deque
+from typing import Any
+
+from tpelastic.adapters.agent import publish, report
+from tpelastic.adapters.agent.membership import Joined, Membership
+from tpelastic.adapters.agent.observers import Observers
+from tpelastic.adapters.agent.spec import WorkerSpec
+from tpelastic.adapters.rendezvous import errors as rz
+from tpelastic.adapters.sinks.events import NodeState
+from tpelastic.core import agent as core
+from tpelastic.core.agent.events import RendezvousFailureKind
+
+log = report.log
+
+
+class InPlaceRestarts:
+    """The effect handlers of in-place restarts (mixed into ``SimpleElasticAgent``)."""
+
+    _spec: WorkerSpec
+    _membership: Membership
+    _queue: deque[Any]
+    _obs: Observers
+
+    def _look(self, now: float, *, running: bool) -> Any | None:  # provided by the loop
+        raise NotImplementedError
+
+    def _do_OpenAttempt(self, effect: core.OpenAttempt) -> None:
+        """Open the attempt for every member; a store error is a lost rendezvous (the step's
+        StartWorkers then starts nothing: the failure is taken first)."""
+        try:
+            self._membership.open_attempt(effect.attempt, effect.reason)
+        except rz.RendezvousError as error:
+            why = f"could not open attempt {effect.attempt} of round {effect.round}: {error}"
+            self._obs.rendezvous("failed", NodeState.FAILED, why)
+            now = time.monotonic()
+            self._queue.append(core.RendezvousFailed(now=now, reason=why, kind="connection"))
+            return
+        log.warning(
+            "round %d: restarting in place as attempt %d (%s)",
+            effect.round,
+            effect.attempt,
+            effect.reason,
+        )
+
+    def _enter_attempt(self, effect: core.StartWorkers) -> Joined | None:
+        """Move to ``effect.attempt`` and agree on its endpoint. None when something else was
+        queued instead (the attempt could not be opened, a newer round or attempt, a close, a
+        lost store): the loop takes that first and starts no workers."""
+        if self._queue:
+            return None
+        look = functools.partial(self._look, running=False)
+        kind: RendezvousFailureKind = "connection"
+        try:
+            outcome = self._membership.start_attempt(effect.attempt, effect.restart_count, look)
+        except rz.RendezvousError as error:
+            if isinstance(error, rz.RendezvousTimeoutError):
+                kind = "timeout"
+            why = f"attempt {effect.attempt} of round {effect.round}: {error}"
+            self._obs.rendezvous("failed", NodeState.FAILED, why)
+            self._queue.append(core.RendezvousFailed(now=time.monotonic(), reason=why, kind=kind))
+            return None
+        if not isinstance(outcome, Joined):
+            self._queue.append(outcome)
+            return None
+        publish.restarted_in_place(outcome.facts, self._spec.max_restarts)
+        # One rdzv.attempt per node and attempt, opener and followers alike.
+        self._obs.rendezvous(
+            "attempt",
+            NodeState.RUNNING,
+            f"round {effect.round} attempt {effect.attempt}: restart count "
+            f"{effect.restart_count}, master {outcome.facts.master_addr}:"
+            f"{outcome.facts.master_port}",
+        )
+        return outcome
+
+
+def attempt_name(round_no: int, attempt: int) -> str:
+    """The workers' attempt label (log folders): ``r3`` for a round's first start, ``r3a2``
+    for its in-place attempt 2."""
+    return f"r{round_no}" if attempt == 0 else f"r{round_no}a{attempt}"
+
+
+__all__ = ["InPlaceRestarts", "attempt_name"]
