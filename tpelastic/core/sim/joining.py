@@ -125,6 +125,10 @@ class JoinDriver:
     def _started_training(self, node: SimNode) -> None:
         """A node just started training in a round (attempt 0): it begins to watch it."""
 
+    def _fire_held(self) -> None:
+        """A batch wrote keys that held waits were placed on (``sim_store.fired``)."""
+        self.sim_store.fired = []
+
     def _reachable(self, node: SimNode) -> bool:
         return self.store_up and not node.partitioned
 
@@ -139,6 +143,8 @@ class JoinDriver:
         replies, woken = self.sim_store.apply(ops)
         for name, token in woken:
             self._wake(self.nodes[name], token)
+        if self.sim_store.fired:
+            self._fire_held()
         return replies
 
     def _request(

@@ -34,7 +34,6 @@ from collections.abc import Callable
 from attrs import define, field
 
 from tpelastic.core.rendezvous import attempts
-from tpelastic.core.rendezvous.ops import Op, Reply
 from tpelastic.core.rendezvous.records import RoundResult
 from tpelastic.core.sim.joining import JoinDriver
 from tpelastic.core.sim.nodes import SimNode, Status
@@ -153,13 +152,10 @@ class RestartDriver(JoinDriver):
             # Opened already (they learned of an earlier attempt late): wake after one latency.
             self._wake_held(entries)
 
-    def _apply_from(self, node: SimNode, ops: tuple[Op, ...]) -> tuple[Reply, ...] | None:
-        replies = super()._apply_from(node, ops)
-        if self.sim_store.fired:
-            fired, self.sim_store.fired = self.sim_store.fired, []
-            for _key, held in fired:
-                self._wake_held(held)  # type: ignore[arg-type]
-        return replies
+    def _fire_held(self) -> None:
+        fired, self.sim_store.fired = self.sim_store.fired, []
+        for _key, held in fired:
+            self._wake_held(held)  # type: ignore[arg-type]
 
     def _wake_held(self, held: list[Held]) -> None:
         """Wake the held waits on a key just written: one action per distinct latency, each

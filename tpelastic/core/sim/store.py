@@ -35,12 +35,14 @@ class SimStore:
         self.batches += 1
         replies = run_ops(ops, self.data)
         woken: list[tuple[str, int]] = []
+        waiters, held_waits = self._waiters, self._held
         for op in ops:
             if not isinstance(op, Get):
-                woken += self._waiters.pop(op.key, ())
-                held = self._held.pop(op.key, None)
-                if held is not None:
-                    self.fired.append((op.key, held))
+                woken += waiters.pop(op.key, ())
+                if held_waits:
+                    held = held_waits.pop(op.key, None)
+                    if held is not None:
+                        self.fired.append((op.key, held))
         return replies, woken
 
     def hold(self, key: str, waiters: Sequence[object]) -> bool:
