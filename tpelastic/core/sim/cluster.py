@@ -105,14 +105,13 @@ class Cluster(RestartDriver):
         world = node.world
         if node.status is not Status.TRAINING or world is None:
             raise ValueError(f"node {name} is not training; only a member's workers can fail")
-        if self.detail or not self.restart_in_place:
-            self._note(
-                node,
-                "workers.failed",
-                f"{name} workers failed",
-                round=world.round_no,
-                attempt=node.attempt,
-            )
+        self._note(
+            node,
+            "workers.failed",
+            f"{name} workers failed",
+            round=world.round_no,
+            attempt=node.attempt,
+        )
         if self.restart_in_place:
             self._open_attempt(node, world)
         else:
