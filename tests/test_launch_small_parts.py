@@ -1,6 +1,6 @@
 """The launch path's own small replacements for standard-library modules it no longer imports.
 
-``cli.run._columns`` stands in for ``shutil.get_terminal_size`` (argparse's help width) and
+``cli.run_parser._columns`` stands in for ``shutil.get_terminal_size`` (argparse's help width) and
 ``workers.logs.make_temp_dir`` for ``tempfile.mkdtemp`` (the default log folder); both were
 dropped from the launch for their import cost (issue 5, tests/test_launch_imports.py).
 """
@@ -18,7 +18,7 @@ import pytest
 
 from tpelastic.adapters.workers import logs
 from tpelastic.adapters.workers.api import WorkerStartError
-from tpelastic.cli import run
+from tpelastic.cli import run, run_parser
 
 
 @pytest.mark.parametrize("columns", ["123", "abc", "0", "-5", None])
@@ -27,13 +27,13 @@ def test_columns_agree_with_shutil(monkeypatch, columns):
         monkeypatch.delenv("COLUMNS", raising=False)
     else:
         monkeypatch.setenv("COLUMNS", columns)
-    assert run._columns() == shutil.get_terminal_size().columns
+    assert run_parser._columns() == shutil.get_terminal_size().columns
 
 
 def test_help_is_what_argparse_prints_by_default(monkeypatch):
     monkeypatch.setenv("COLUMNS", "97")
     ours = run.build_parser().format_help()
-    monkeypatch.setattr(run, "_Formatter", argparse.HelpFormatter)
+    monkeypatch.setattr(run_parser, "_Formatter", argparse.HelpFormatter)
     assert ours == run.build_parser().format_help()
     monkeypatch.setenv("COLUMNS", "150")
     assert run.build_parser().format_help() != ours  # the width is followed
@@ -49,7 +49,7 @@ def test_help_on_the_command_line_works_without_a_terminal(monkeypatch):
     )
     assert done.returncode == 0 and "--nproc-per-node" in done.stdout
     monkeypatch.setenv("COLUMNS", "60")
-    monkeypatch.setattr(run, "_Formatter", argparse.HelpFormatter)
+    monkeypatch.setattr(run_parser, "_Formatter", argparse.HelpFormatter)
     assert done.stdout == run.build_parser().format_help()
 
 

@@ -6,7 +6,6 @@ line on stderr and exit code 2 (see :mod:`tpelastic.cli.errors`).
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import gc
 import importlib
@@ -15,9 +14,12 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from tpelastic.cli.errors import UsageError, exit_with
+
+if TYPE_CHECKING:
+    import argparse
 
 # Imported only when used: ``tpelastic run`` must start fast, and the simulator, the spec
 # exporter and the store server are not needed to launch a job.
@@ -35,6 +37,8 @@ def subcommand(name: str) -> ModuleType:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse  # not for ``tpelastic run``, which reads its own command line
+
     parser = argparse.ArgumentParser(
         prog="tpelastic",
         description="Elastic, fault-tolerant distributed training for tensorplay.",

@@ -8,15 +8,23 @@ on stderr and exit code 2; see docs/launcher.md for the other exit codes.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from tpelastic.cli.errors import UsageError, exit_with
+from tpelastic.cli.run_flags import quick_parse
+
+if TYPE_CHECKING:
+    import argparse
+    from types import SimpleNamespace
+
+    # What the command line parses to: argparse's namespace, or run_flags.quick_parse's with
+    # the same attributes.
+    Namespace = argparse.Namespace | SimpleNamespace
 
 PROG = "tpelastic run"
 _RUN_PATH_CODE = (
@@ -24,106 +32,25 @@ _RUN_PATH_CODE = (
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def _columns() -> int:
-    """The terminal's width as ``shutil.get_terminal_size`` finds it ($COLUMNS, stdout, 80)."""
-    try:
-        columns = int(os.environ.get("COLUMNS", "0"))
-    except ValueError:
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return columns or 80
-
-
-class _Formatter(argparse.HelpFormatter):
-    """argparse's help, with the width found without importing ``shutil``.
-
-    argparse makes a formatter for every flag added and, given no width, imports ``shutil``
-    (with ``bz2`` and ``lzma``) to ask the terminal's: about 1.5 ms of every launch (issue 5).
-    """
-
-    def __init__(
-        self,
-        prog: str,
-        indent_increment: int = 2,
-        max_help_position: int = 24,
-        width: int | None = None,
-    ) -> None:
-        width = _columns() - 2 if width is None else width
-        super().__init__(prog, indent_increment, max_help_position, width)
-
-
-def _env(name: str, default: Any) -> Any:
-    key = name.upper().replace("-", "_")
-    for prefix in ("TPELASTIC_", "PET_"):
-        if f"{prefix}{key}" in os.environ:
-            return os.environ[f"{prefix}{key}"]
-    return default
-
-
-def _flag(parser: argparse.ArgumentParser, name: str, *extra: str, **kwargs: Any) -> None:
-    spellings = [f"--{name}", *extra]
-    if "-" in name:
-        spellings.insert(1, f"--{name.replace('-', '_')}")
-    if kwargs.get("action") in ("store_true",):
-        kwargs["default"] = str(_env(name, "")).lower() in ("1", "true", "yes")
-    else:
-        kwargs["default"] = _env(name, kwargs.get("default"))
-    parser.add_argument(*spellings, dest=name.replace("-", "_"), **kwargs)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=PROG,
-        allow_abbrev=False,
-        description="Launch one node's elastic agent.",
-        formatter_class=_Formatter,
-    )
-    _flag(parser, "nnodes", default="1", help="N or MIN:MAX nodes")
-    _flag(parser, "nproc-per-node", default="1", help="workers per node: N, auto, cpu or gpu")
-    _flag(parser, "node-rank", default="0", help="this node's rank (static backend)")
-    _flag(parser, "rdzv-backend", default="static", help="static, tcp (c10d, p10d), file, ...")
-    _flag(parser, "rdzv-endpoint", default="", help="host[:port] of the rendezvous store")
-    _flag(parser, "rdzv-id", default="none", help="the job's run id (same on every node)")
-    _flag(parser, "rdzv-conf", default="", help="backend options k=v,k2=v2")
-    _flag(parser, "rdzv-timeout", default=None, help="join timeout in seconds")
-    _flag(parser, "standalone", action="store_true", help="one node, store hosted here")
-    _flag(parser, "max-restarts", default="0", help="job-wide restarts after worker failures")
-    _flag(parser, "monitor-interval", default="0.1", help="seconds between membership checks")
-    _flag(parser, "start-method", default="spawn", help="spawn, fork or forkserver")
-    _flag(parser, "role", default="default", help="the workers' role name")
-    _flag(parser, "log-dir", default=None, help="folder for worker logs")
-    _flag(parser, "redirects", "-r", default="0", help="0-3 or rank:N,... to log files only")
-    _flag(parser, "tee", "-t", default="0", help="0-3 or rank:N,... to log files and console")
-    _flag(parser, "local-ranks-filter", default="", help="show only these local ranks' output")
-    _flag(parser, "local-addr", default=None, help="this node's address for peers")
-    _flag(parser, "master-addr", default=None, help="fixed bootstrap store address")
-    _flag(parser, "master-port", default=None, help="fixed bootstrap store port")
-    _flag(
-        parser, "exit-barrier-timeout", default="300", help="seconds to wait for peers at the end"
-    )
-    _flag(parser, "events", default="null", help="agent events: null, console, logging, jsonl:PATH")
-    _flag(parser, "events-file", default=None, help="agent events as JSON lines to PATH")
-    _flag(parser, "metrics", default=None, help="agent metrics: null, console or logging")
-    _flag(parser, "metrics-port", default=None, help="serve metrics for Prometheus on this port")
-    _flag(parser, "timers", action="store_true", help="let workers use tpelastic.timer.expires")
-    _flag(parser, "stall-timeout", default=None, help="seconds without progress: worker stuck")
-    _flag(parser, "stall-first-step-timeout", default=None, help="the same before the first step")
-    _flag(parser, "health-port", default=None, help="serve GET /health (JSON) on this port")
-    _flag(parser, "module", "-m", action="store_true", help="run the script as a module")
-    _flag(parser, "no-python", action="store_true", help="run the script as a program")
-    _flag(parser, "run-path", action="store_true", help="run the script with runpy.run_path")
-    parser.add_argument("training_script", help="the script (or module, or program) to run")
-    parser.add_argument("training_script_args", nargs=argparse.REMAINDER)
-    return parser
+    """argparse's parser of ``tpelastic run`` (see :mod:`tpelastic.cli.run_parser`)."""
+    from tpelastic.cli import run_parser  # only for help, errors and unusual command lines
+
+    return run_parser.build_parser()
+
+
+def parse_args(argv: Sequence[str]) -> Any:
+    """The flags, script and script arguments of ``argv`` (without the ``run`` word).
+
+    A plain command line is read without argparse (:func:`run_flags.quick_parse`); anything
+    else, ``--help`` included, goes to argparse's parser.
+
+    Raises:
+        UsageError: argparse's one-line error (an unknown flag, a missing value or script).
+        SystemExit: after printing ``--help``.
+    """
+    quick = quick_parse(argv)
+    return quick if quick is not None else build_parser().parse_args(list(argv))
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
@@ -142,12 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["run"]:
         args = args[1:]
     try:
-        return _launch(build_parser().parse_args(args))
+        return _launch(parse_args(args))
     except UsageError as error:
         return exit_with(error, PROG)
 
 
-def _launch(ns: argparse.Namespace) -> int:
+def _launch(ns: Namespace) -> int:
     config = config_from_args(ns)
     entrypoint, cmd_args = entrypoint_from_args(ns)
     from tpelastic.adapters.workers import deathsig
@@ -266,7 +193,7 @@ def _gpu_count() -> int:
         return 0
 
 
-def config_from_args(ns: argparse.Namespace) -> Any:
+def config_from_args(ns: Namespace) -> Any:
     """The LaunchConfig that the parsed flags describe.
 
     Raises:
@@ -334,7 +261,7 @@ def config_from_args(ns: argparse.Namespace) -> Any:
         raise UsageError(str(error)) from None
 
 
-def _events(ns: argparse.Namespace) -> str:
+def _events(ns: Namespace) -> str:
     if not ns.events_file:
         return str(ns.events)
     if ns.events != "null":
@@ -355,7 +282,7 @@ def _port(flag: str, text: object) -> int | None:
     return port
 
 
-def _streams(ns: argparse.Namespace, nproc: int) -> tuple[Any, Any]:
+def _streams(ns: Namespace, nproc: int) -> tuple[Any, Any]:
     from tpelastic.adapters.workers.api import Std, WorkerStartError
 
     try:
@@ -372,7 +299,7 @@ def _streams(ns: argparse.Namespace, nproc: int) -> tuple[Any, Any]:
     return {r: Std.ALL for r in range(nproc) if r not in shown}, {r: chosen for r in shown}
 
 
-def entrypoint_from_args(ns: argparse.Namespace) -> tuple[str, list[str]]:
+def entrypoint_from_args(ns: Namespace) -> tuple[str, list[str]]:
     """The command and arguments each worker runs.
 
     Raises:
