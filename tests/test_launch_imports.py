@@ -43,6 +43,12 @@ HEAVY_IN_AGENT = (
     # (with gettext) builds its parser only for help, errors and unusual lines: ~3 ms.
     "argparse",
     "gettext",
+    # The launcher thread's hand-off is a deque and a condition (queue.Queue brought heapq);
+    # the error-file reader and the tee pumps only for a failure and for teed output.
+    "queue",
+    "heapq",
+    "tpelastic.adapters.workers.errorfile",
+    "tpelastic.adapters.workers.tee",
     "tpelastic.sim",
     "tpelastic.core.sim",
     "tpelastic.adapters.sim",

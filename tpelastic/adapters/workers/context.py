@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import abc
 import os
-import queue
 import select
 import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
-from tpelastic.adapters.workers.errorfile import read_error_file
 from tpelastic.adapters.workers.logs import RankFiles
-from tpelastic.adapters.workers.tee import StreamPump
-from tpelastic.adapters.workers.tree import kill_trees
-from tpelastic.adapters.workers.watchdog import command as watchdog_command
+from tpelastic.adapters.workers.tree import kill_trees  # the stop path imports nothing
+
+if TYPE_CHECKING:
+    from tpelastic.adapters.workers.tee import StreamPump
+
+# The error file reader (a failure), the watchdog (after the workers) and the tee pumps (teed
+# output only) are imported where they are used, not before the first worker starts (issue 5).
 
 _START_TIMEOUT = 120.0
 
@@ -72,9 +75,12 @@ class _Launcher:
     forked from its threads with the ``fork`` start method.)
     """
 
+    # Jobs are handed over through a deque and a condition rather than ``queue.Queue``, whose
+    # import (with heapq) cost every launch 0.7 ms for these two calls.
+
     def __init__(self) -> None:
-        self._jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]]]
-        self._jobs = queue.Queue()
+        self._jobs: deque[Callable[[], None]] = deque()
+        self._pending = threading.Condition()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -88,23 +94,34 @@ class _Launcher:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="tp-launch", daemon=True)
                 self._thread.start()
-        reply: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
-        self._jobs.put((job, reply))
-        try:
-            ok, value = reply.get(timeout=timeout)
-        except queue.Empty:
-            raise TimeoutError(f"starting a worker took more than {timeout} s") from None
+        reply: list[tuple[bool, Any]] = []
+        done = threading.Event()
+
+        def task() -> None:
+            try:
+                reply.append((True, job()))
+            except BaseException as err:  # handed to the caller, who re-raises it
+                reply.append((False, err))
+            finally:
+                done.set()
+
+        with self._pending:
+            self._jobs.append(task)
+            self._pending.notify()
+        if not done.wait(timeout):
+            raise TimeoutError(f"starting a worker took more than {timeout} s")
+        ok, value = reply[0]
         if not ok:
             raise value
         return value
 
     def _loop(self) -> None:
         while True:
-            job, reply = self._jobs.get()
-            try:
-                reply.put((True, job()))
-            except BaseException as err:  # handed to the caller, who re-raises it
-                reply.put((False, err))
+            with self._pending:
+                while not self._jobs:
+                    self._pending.wait()
+                task = self._jobs.popleft()
+            task()
 
 
 _LAUNCHER = _Launcher()
@@ -185,6 +202,8 @@ class PContext(abc.ABC):
             # One hand-off to the launcher thread for all of them: each hand-off is a thread
             # wake-up, several milliseconds between two workers' starts on a busy machine.
             _LAUNCHER.run(self._start_all)
+            from tpelastic.adapters.workers.watchdog import command as watchdog_command
+
             # The workers first, so they do not wait for it: the watchdog's cover is for their
             # children, and a worker has none in the moment before the watchdog is up (the
             # worker itself already carries the parent-death signal).
@@ -293,6 +312,8 @@ class PContext(abc.ABC):
 
     def _failure(self, worker: WorkerHandle) -> ProcessFailure:
         path = self.files[worker.local_rank].error_file
+        from tpelastic.adapters.workers.errorfile import read_error_file
+
         data = read_error_file(path)
         stamp = data.get("timestamp") if data else None
         rank = self.envs[worker.local_rank].get("RANK", "")

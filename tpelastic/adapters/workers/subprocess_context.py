@@ -17,7 +17,6 @@ from typing import IO, Any
 from tpelastic.adapters.workers import deathsig
 from tpelastic.adapters.workers.context import PContext, WorkerHandle
 from tpelastic.adapters.workers.logs import RankFiles
-from tpelastic.adapters.workers.tee import StreamPump, console_fd, line_prefix
 
 
 class _PopenWorker(WorkerHandle):
@@ -122,6 +121,8 @@ class SubprocessContext(PContext):
     def _pump(self, local_rank: int, read_fd: int | None, path: str, console: IO[str]) -> None:
         if read_fd is None:
             return
+        from tpelastic.adapters.workers.tee import StreamPump, console_fd, line_prefix
+
         rank = self.envs[local_rank].get("RANK", "")
         prefix = line_prefix(self.name, local_rank, int(rank) if rank.isdigit() else None)
         log = open(path, "ab")  # owned and closed by the pump
