@@ -488,10 +488,14 @@ class AgentsAndBudget(RuleBasedStateMachine):
 
     @invariant()
     def inv_A10_attempt_count_is_rounds_plus_attempt(self) -> None:
-        """Every node starts attempt n of a round with the round's restart count plus n."""
+        """Every node starts attempt n of a round with the round's restart count plus n, and
+        every node running a round counts the same way in its own state."""
         for starts in self.starts.values():
             for s in starts:
                 assert s.restart_count == self.oracle.counts[s.round] + s.attempt, s
+        for node in self.live(P.RUNNING, P.EXIT_BARRIER):
+            state = self.agents[node]
+            assert state.restart_count == self.oracle.counts[state.round] + state.attempt, state
 
     @invariant()
     def inv_A11_a_failure_spends_one_unit_either_way(self) -> None:
