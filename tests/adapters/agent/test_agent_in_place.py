@@ -118,3 +118,23 @@ def test_a_static_handler_does_not_restart_in_place() -> None:
     from tpelastic.adapters.rendezvous.static import StaticTCPRendezvous
 
     assert not Membership(StaticTCPRendezvous.__new__(StaticTCPRendezvous)).in_place
+
+
+def test_the_exit_barrier_is_per_attempt(members: list[Membership]) -> None:
+    from tpelastic.adapters.agent.barrier import exit_barrier
+    from tpelastic.core import agent as core
+
+    zero, one = members
+    round_no = zero.joined.facts.round  # type: ignore[union-attr]
+
+    def barrier(m: Membership, timeout: float) -> object:
+        return exit_barrier(m, round_no, timeout=timeout, poll=0.05, look=_never)
+
+    # One finished attempt 0 (and waited in vain); then zero's worker failed: attempt 1.
+    assert isinstance(barrier(one, 0.2), core.ExitBarrierTimedOut)
+    zero.open_attempt(1, "exit 1")
+    _all([lambda m=m: m.start_attempt(1, 1, _never) for m in members])  # type: ignore[misc]
+    # One's arrival at attempt 0 does not count for attempt 1: zero alone still waits.
+    assert isinstance(barrier(zero, 0.3), core.ExitBarrierTimedOut)
+    # One's arrival at attempt 1 completes it (zero's arrival there counts).
+    assert isinstance(barrier(one, 10.0), core.ExitBarrierPassed)
