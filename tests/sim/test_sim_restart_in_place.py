@@ -46,8 +46,9 @@ def test_members_learn_of_an_attempt_one_latency_after_it_opens() -> None:
     cluster.advance(0.05)  # far less than a heartbeat interval: no periodic look ran
     assert cluster.worlds() == {(0, 1): 4}
     seen = restarts(cluster)
-    assert seen[0] == (round(failed_at, 6), "b", 1)  # the failed node restarts at once
-    # The open lands one latency later; each held wait wakes one latency after that.
+    # The failed node restarts once its open is answered (one latency); each held wait wakes
+    # one latency after the key is set.
+    assert seen[0] == (round(failed_at + LATENCY, 6), "b", 1)
     assert sorted(seen[1:]) == [(round(failed_at + 2 * LATENCY, 6), n, 1) for n in "acd"]
     assert set(cluster.results()) == {0}  # no new round
     assert not cluster.overlaps
@@ -114,7 +115,7 @@ def test_a_node_never_goes_back_to_an_older_attempt() -> None:
     cluster.advance(0.1)
     world = cluster.nodes["b"].world
     assert world is not None
-    cluster._restart(cluster.nodes["b"], world, 1, opener=False)  # a stale wake-up, forced
+    cluster._restart(cluster.nodes["b"], world, 1)  # a stale wake-up, forced
     assert cluster.overlaps and "went from attempt 1 to 1" in cluster.overlaps[-1]
 
 
@@ -147,6 +148,7 @@ def test_the_summary_counts_restarts_in_place(in_place: bool) -> None:
             (0, 2, 2, 6),
         ]
         assert summary.restarts_in_place == 12
+        # From the failure: the open's round trip, then the held waits' wake-up.
         assert all(a.all_at - a.first_at == pytest.approx(0.01) for a in summary.attempts)
         assert [(r.round_no, r.restart_count) for r in summary.rounds] == [(0, 0), (1, 2)]
         assert any("restarts in place: 2 attempt(s)" in line for line in summary.lines())
@@ -165,3 +167,20 @@ def test_a_scenario_flag_must_be_a_boolean() -> None:
         scenario_from_dict(
             {"nodes": 2, "min_nodes": 1, "max_nodes": 2, "duration": 1, "restart_in_place": "yes"}
         )
+
+
+def test_a_failure_that_cannot_open_its_attempt_stops_the_node_like_a_lost_rendezvous() -> None:
+    cluster = formed(retry_after=1.0)
+    cluster.partition("d")
+    cluster.fail_workers("d")
+    cluster.advance(0.05)
+    node = cluster.nodes["d"]
+    assert node.status is Status.FAILED
+    assert node.failure == "connection: could not open attempt 1"
+    assert cluster.keys.attempt(0, 1) not in cluster.store  # nobody restarts: nothing opened
+    assert cluster.worlds() == {(0, 0): 3}
+    cluster.heal("d")
+    cluster.advance(6.0)  # it re-joins after retry_after; its world re-forms around it
+    assert cluster.worlds() == {(1, 0): 4}
+    assert cluster.results()[1].restart_count == 1  # the failure is spent in the new round
+    assert not cluster.overlaps

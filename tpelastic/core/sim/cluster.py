@@ -283,7 +283,7 @@ class Cluster(RestartDriver):
         elif seen.next_opened is not None:
             self._begin_join(node, "rejoin", world.round_no, attempt + 1 if newer else 0)
         elif newer:
-            self._restart(node, world, attempt + 1, opener=False)
+            self._restart(node, world, attempt + 1)
         elif seen.waiting > 0 and world.world_size < self.config.max_nodes:
             self._begin_join(node, "scale_up", world.round_no)
         elif successor is not None:

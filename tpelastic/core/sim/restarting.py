@@ -2,10 +2,15 @@
 
 A training node whose workers fail, with ``restart_in_place`` on, does not re-join: it opens the
 next attempt of its round (:func:`tpelastic.core.rendezvous.attempts.open_attempt_ops`, one
-set-if-absent through the simulated store, with latency) and restarts its own workers at once as
-that attempt. Every member learns of the attempt as the real agent does: its round watcher holds
-a wait on the watch keys, so a member wakes one latency after the key is set (and its periodic
-look at the next round reads the same key, should the held wait have missed it). A member that
+set-if-absent through the simulated store, with latency) and, once the store answered, restarts
+its own workers as that attempt (the real agent opens the attempt, then starts its workers).
+When the store cannot be reached the open fails as a lost rendezvous does: the node stops
+(``FAILED``) and, with ``retry_after``, re-joins later reporting the failure, so its world
+re-forms around it and the new round spends the unit.
+
+Every member learns of the attempt as the real agent does: its round watcher holds a wait on the
+watch keys, so a member wakes one latency after the key is set (and its periodic look at the
+next round reads the same key, should the held wait have missed it). A member that
 learns of attempt ``n`` restarts as ``n`` and holds a wait on ``n + 1``. The job-wide restart
 count of attempt ``n`` is the round's count plus ``n``; a member's next join reports the highest
 attempt it reached, and the next round's closer carries it (R16).
@@ -17,8 +22,8 @@ failure re-forms the round too (the failed node re-joins reporting the failure),
 agent does when its rendezvous cannot restart in place.
 
 Checks (kept in ``overlaps`` like two rounds training side by side; specs/rendezvous_join.md,
-R17): a node's attempts of one round only move forward, and a member that learns of an attempt
-runs only one the store holds. Members of one round run different attempts only between an
+R17): a node's attempts of one round only move forward, and a node runs only attempts the store
+holds. Members of one round run different attempts only between an
 attempt's opening and their learning of it (different attempts never form one world: each has
 its own namespace).
 
@@ -34,6 +39,7 @@ from collections.abc import Callable
 from attrs import define, field
 
 from tpelastic.core.rendezvous import attempts
+from tpelastic.core.rendezvous.ops import Reply
 from tpelastic.core.rendezvous.records import RoundResult
 from tpelastic.core.sim.joining import JoinDriver
 from tpelastic.core.sim.nodes import SimNode, Status
@@ -49,8 +55,9 @@ class RestartDriver(JoinDriver):
     Attributes:
         restart_in_place: a worker failure opens the next attempt of the round (True) or
             re-forms the round as a full re-rendezvous (False).
-        attempt_times: (round, attempt) -> [first instant a member ran it, last such instant,
-            how many member restarts]; attempt 0 is not listed (that is ``round_times``).
+        attempt_times: (round, attempt) -> [instant of the failure that opened it, last instant
+            a member restarted as it, how many member restarts]; attempt 0 is not listed (that
+            is ``round_times``).
         restarts: member restarts in place, all attempts together.
 
     With ``detail`` off no ``node.restarted`` record is kept (10,000 per failure at scale):
@@ -66,15 +73,42 @@ class RestartDriver(JoinDriver):
     # --- opening an attempt --------------------------------------------------------------------
 
     def _open_attempt(self, node: SimNode, world: RoundResult) -> None:
-        """``node``'s workers failed: open the next attempt of its round and restart as it."""
+        """``node``'s workers failed: open the next attempt of its round, then restart as it."""
         attempt = node.attempt + 1
         ops = attempts.open_attempt_ops(self.keys, world.round_no, attempt, "failure")
-        self._send(node, ops)
-        self._restart(node, world, attempt, opener=True)
+        # Recovery is timed from the first failure that asked for this attempt.
+        self.attempt_times.setdefault((world.round_no, attempt), [self.now, self.now, 0.0])
 
-    def _restart(self, node: SimNode, world: RoundResult, attempt: int, opener: bool) -> None:
+        def opened(replies: tuple[Reply, ...] | None) -> None:
+            if node.status is not Status.TRAINING or node.world is not world:
+                return
+            if replies is None:
+                self._open_failed(node, world, attempt)
+            elif node.attempt < attempt:  # (not woken for it meanwhile by another's open)
+                self._restart(node, world, attempt)
+
+        self._request(node, ops, opened)
+
+    def _open_failed(self, node: SimNode, world: RoundResult, attempt: int) -> None:
+        """The store was out of reach: as a lost rendezvous, the node stops; with a retry
+        policy it re-joins later reporting the failure (its world re-forms around it)."""
+        times = self.attempt_times.get((world.round_no, attempt))
+        if times is not None and not times[2]:
+            del self.attempt_times[(world.round_no, attempt)]  # never opened: no such attempt
+        self._join_failed(node, f"connection: could not open attempt {attempt}")
+        if self.retry_after is not None:
+            gen, round_no = node.gen, world.round_no
+            node.retry_pending = True
+
+            def rejoin() -> None:
+                if node.gen == gen and node.status is Status.FAILED:
+                    self._begin_join(node, "failure", round_no)
+
+            self.queue.schedule(self.now + self.retry_after, rejoin)
+
+    def _restart(self, node: SimNode, world: RoundResult, attempt: int) -> None:
         """The node's workers stop and start again as ``attempt`` of its round."""
-        self._restart_all([(node, world)], world.round_no, node.attempt, attempt, opener)
+        self._restart_all([(node, world)], world.round_no, node.attempt, attempt)
 
     def _restart_all(
         self,
@@ -82,7 +116,6 @@ class RestartDriver(JoinDriver):
         round_no: int,
         before: int,
         attempt: int,
-        opener: bool,
     ) -> None:
         """``members``, all running attempt ``before`` of round ``round_no``, restart their
         workers as ``attempt``. Done for a whole batch at once: a wake-up of 10,000 members
@@ -95,7 +128,7 @@ class RestartDriver(JoinDriver):
                 f"{round_no}"
                 for node, _world in members
             ]
-        elif not opener and self.keys.attempt(round_no, attempt) not in self.store:
+        elif self.keys.attempt(round_no, attempt) not in self.store:
             self.overlaps += [
                 f"{self.now:.2f}: {node.name} runs attempt {attempt} of round {round_no}, "
                 "never opened"
@@ -197,4 +230,4 @@ class RestartDriver(JoinDriver):
         ]
         if ready:
             attempt = entries[0][2]
-            self._restart_all(ready, ready[0][1].round_no, attempt - 1, attempt, opener=False)
+            self._restart_all(ready, ready[0][1].round_no, attempt - 1, attempt)

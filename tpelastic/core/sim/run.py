@@ -46,9 +46,9 @@ class RoundStat:
 
 @frozen(kw_only=True)
 class AttemptStat:
-    """One in-place attempt of a round: its restart count, when the first member restarted as
-    it (the failed node, at once) and when the last one did (``all_at``; the recovery took
-    ``all_at - first_at``), and how many members restarted."""
+    """One in-place attempt of a round: its restart count, when the worker failure that opened
+    it happened (``first_at``) and when the last member restarted as it (``all_at``; the
+    recovery took ``all_at - first_at``), and how many members restarted."""
 
     round_no: int
     attempt: int
@@ -107,8 +107,8 @@ class SimSummary:
                 if each.round_no == stat.round_no:
                     out.append(
                         f"    attempt {each.attempt}: restart count {each.restart_count}, "
-                        f"{each.members} members restarted from {each.first_at:.2f}s "
-                        f"(all by {each.all_at:.2f}s)"
+                        f"{each.members} members restarted after a failure at "
+                        f"{each.first_at:.2f}s (all by {each.all_at:.3f}s)"
                     )
         return out
 
