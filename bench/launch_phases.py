@@ -9,6 +9,11 @@ over the trials, with the load average, and two bare interpreters in parallel fo
 
 ``--imports`` adds the agent's import time by package (``python -X importtime``, self times,
 median over the trials; importtime's own bookkeeping inflates them by 20-40 %).
+
+``--first-line`` instead times, round-robin, how long after the spawn two workers run their
+first line: started bare, behind a Python parent that only spawns them, one that first imports
+attrs, one that first steps tpelastic's agent machine to StartWorkers (the least issue 5 allows
+before a worker starts), and behind ``tpelastic run --standalone``.
 """
 
 from __future__ import annotations
@@ -146,11 +151,70 @@ def _self_times(stderr: str) -> dict[str, int]:
     return {name: int(micros) for micros, name in found}
 
 
+# A worker that prints when its first line runs; and parents that start two of them after doing
+# less and less of what tpelastic does before its first worker (``--first-line``).
+FIRST = "import os, time; os.write(1, f'FIRST {time.time()!r}\\n'.encode())\n"  # one write
+PARENTS = {
+    "python parent, spawn only": "",
+    "+ import attrs": "import attrs",
+    "+ the agent machine stepped to StartWorkers": """
+import time
+from tpelastic.core import agent as core
+config = core.AgentConfig(max_restarts=0, min_nodes=1, max_nodes=1, local_world_size=2)
+step = core.step(core.initial_state(config), core.AgentStarted(now=time.monotonic()), config)
+done = core.RoundCompleted(
+    now=time.monotonic(), round=0, group_rank=0, group_world_size=1, restart_count=0
+)
+assert any(isinstance(e, core.StartWorkers) for e in core.step(step.state, done, config).effects)
+""",
+}
+SPAWN = """
+import subprocess, sys
+workers = [subprocess.Popen([sys.executable, sys.argv[1]], start_new_session=True) for _ in "ab"]
+sys.exit(max(w.wait() for w in workers))
+"""
+
+
+def first_lines(script: str, trials: int) -> dict[str, float]:
+    """Median time (s) from the spawn to the later of two workers' first lines, per starter."""
+    starters = {
+        "bare (two workers spawned directly)": None,
+        **{name: [PY, "-c", setup + SPAWN, script] for name, setup in PARENTS.items()},
+        "tpelastic run --standalone": [
+            *(PY, "-m", "tpelastic.run", "--standalone", "--nproc-per-node", "2", script)
+        ],
+    }
+    runs: dict[str, list[float]] = {name: [] for name in starters}
+    for _ in range(trials):
+        for name, argv in starters.items():
+            spawned = time.time()
+            if argv is None:
+                procs = [
+                    subprocess.Popen([PY, script], stdout=subprocess.PIPE, text=True, env=env())
+                    for _ in range(2)
+                ]
+                text = "".join(proc.communicate(timeout=60)[0] for proc in procs)
+            else:
+                text = subprocess.run(argv, **_quiet()).stdout  # type: ignore[call-overload]
+            lines = re.findall(r"^FIRST (\S+)", text, re.MULTILINE)
+            if len(lines) != 2:
+                raise SystemExit(f"{name}: expected two FIRST lines, got {text[-500:]!r}")
+            runs[name].append(max(float(x) for x in lines) - spawned)
+    return {name: statistics.median(values) for name, values in runs.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=15)
     parser.add_argument("--imports", action="store_true", help="also the imports by package")
+    parser.add_argument(
+        "--first-line",
+        action="store_true",
+        help="only: time to the workers' first lines, bare, behind minimal parents, tpelastic",
+    )
     args = parser.parse_args()
+    if args.first_line:
+        return print_first_lines(args.trials)
     with tempfile.TemporaryDirectory() as folder:
         noop = os.path.join(folder, "noop.py")
         with open(noop, "w") as out:
@@ -178,6 +242,21 @@ def main() -> int:
         for name, millis in sorted(groups.items(), key=lambda item: -item[1]):
             print(f"| {name} | {millis:.1f} |")
         print(f"| **all** | **{sum(groups.values()):.1f}** |")
+    return 0
+
+
+def print_first_lines(trials: int) -> int:
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "first.py")
+        with open(script, "w") as out:
+            out.write(FIRST)
+        first_lines(script, 1)  # warm-up: bytecode caches
+        medians = first_lines(script, trials)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{trials} rounds (round-robin), load average after: {load}")
+    print("| starter | spawn to both workers' first line, median ms |\n|---|---|")
+    for name, seconds in medians.items():
+        print(f"| {name} | {seconds * 1000:.0f} |")
     return 0
 
 
