@@ -1,7 +1,8 @@
 """Random network faults through the simulator with store latency: partitions, store outages,
-slow nodes, crashes and worker failures in any order. One world at a time (R7), round sizes (R4)
-and "leaving never closes" (R6) hold after every step; once the faults are healed, the nodes that
-still run form one round again (R9)."""
+slow nodes, crashes and worker failures (restarted in place) in any order. One world at a time
+(R7, with the attempt checks of R17), round sizes (R4), "leaving never closes" (R6) and restart
+counts that carry the attempts (R16) hold after every step; once the faults are healed, the
+nodes that still run form one round again (R9)."""
 
 from __future__ import annotations
 
@@ -117,7 +118,23 @@ class NetworkFaults(RuleBasedStateMachine):
 
     @invariant()
     def inv_R7_one_world_at_a_time(self) -> None:
+        # Also the attempt checks (R17): attempts only move forward, only opened ones run.
         assert not self.cluster.overlaps, self.cluster.overlaps[0]
+
+    @invariant()
+    def inv_R16_restart_counts_carry_the_attempts(self) -> None:
+        results, store, keys = self.cluster.results(), self.cluster.store, self.cluster.keys
+        for r, result in results.items():
+            previous = results.get(r - 1)
+            if previous is None:
+                continue
+            carried = max(
+                (p.prev_attempt for p in result.participants if p.prev_round == r - 1), default=0
+            )
+            assert carried == 0 or keys.attempt(r - 1, carried) in store
+            base = previous.restart_count + carried
+            failed = keys.failures(r) in store
+            assert base <= result.restart_count <= base + (1 if failed else 0), (r, result)
 
 
 TestNetworkFaults = NetworkFaults.TestCase
