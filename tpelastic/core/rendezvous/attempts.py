@@ -6,7 +6,7 @@ of the round instead (one set-if-absent of a key every member already watches), 
 member stops its workers and starts them again under the attempt's own namespace. At 10,000
 nodes that is one store write and one wake-up per node, not 10,000 joins.
 
-Rules (specs/rendezvous.md, R16):
+Rules (specs/rendezvous_join.md, R16 and R17):
 
 * Attempts of a round are numbered 1, 2, ... (0 is the round's first start). Attempt ``n + 1``
   is opened only by a member that runs attempt ``n`` (or saw it opened), so the opened keys
