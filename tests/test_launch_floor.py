@@ -23,7 +23,8 @@ WORKER = textwrap.dedent(
     """
     import os
     keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-    print("ENV " + " ".join(f"{k}={os.environ[k]}" for k in keys), flush=True)
+    line = "ENV " + " ".join(f"{k}={os.environ[k]}" for k in keys) + "\\n"
+    os.write(1, line.encode())  # one write: both workers share the pipe (print may make several)
     """
 )
 
@@ -75,3 +76,26 @@ def test_the_core_floor_fails_loudly_when_the_machine_does_not_say_start(tmp_pat
     assert done.returncode != 0
     assert "ENV " not in done.stdout
     assert "AssertionError" in done.stderr
+
+
+def test_the_first_line_comparison_runs_every_starter():
+    phases = BENCH.parent / "launch_phases.py"
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parents[1]), "TPELASTIC_LOG_LEVEL": "WARNING"}
+    done = subprocess.run(
+        [sys.executable, str(phases), "--first-line", "--trials", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [
+        line for line in done.stdout.splitlines() if line.startswith("| ") and " ms " not in line
+    ]
+    assert [row.split(" | ")[0][2:] for row in rows] == [
+        "bare (two workers spawned directly)",
+        "python parent, spawn only",
+        "+ import attrs",
+        "+ the agent machine stepped to StartWorkers",
+        "tpelastic run --standalone",
+    ]
