@@ -191,6 +191,20 @@ EXAMPLES = [
 ]
 
 
+def _check_example(
+    state: ag.AgentState,
+    event: ag.AgentEventT,
+    config: ag.AgentConfig,
+    phase: P,
+    effects: list[type],
+    exit_code: int | None,
+) -> None:
+    result = ag.step(state, event, config)
+    assert result.state.phase is phase
+    assert [type(e) for e in result.effects] == effects
+    assert result.state.exit_code == exit_code
+
+
 @pytest.mark.parametrize(
     ("name", "state", "event", "phase", "effects", "exit_code"),
     EXAMPLES,
@@ -204,10 +218,7 @@ def test_example(
     effects: list[type],
     exit_code: int | None,
 ) -> None:
-    result = ag.step(state, event, CFG)
-    assert result.state.phase is phase
-    assert [type(e) for e in result.effects] == effects
-    assert result.state.exit_code == exit_code
+    _check_example(state, event, CFG, phase, effects, exit_code)
 
 
 # Restarting in place (the dynamic handler): a failure opens the round's next attempt, and a
@@ -290,10 +301,7 @@ def test_in_place_example(
     effects: list[type],
     exit_code: int | None,
 ) -> None:
-    result = ag.step(state, event, IN_PLACE)
-    assert result.state.phase is phase
-    assert [type(e) for e in result.effects] == effects
-    assert result.state.exit_code == exit_code
+    _check_example(state, event, IN_PLACE, phase, effects, exit_code)
 
 
 def test_every_row_has_an_example() -> None:

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import pytest
 
 from tpelastic.adapters.stores import MemoryStore, tcp_store
 from tpelastic.adapters.stores.tcp_client import connect
@@ -29,13 +27,6 @@ FAST = {
     "heartbeat_interval": 0.3,
     "heartbeat_timeout": 5.0,  # no one is judged dead while the machine is busy
 }
-
-
-@pytest.fixture
-def server() -> Iterator[StoreServer]:
-    served = StoreServer("127.0.0.1", 0).start()
-    yield served
-    served.stop()
 
 
 def _handler(port: int, run_id: str, node: str, lo: int, hi: int) -> DynamicRendezvousHandler:
