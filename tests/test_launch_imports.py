@@ -57,6 +57,14 @@ HEAVY_IN_AGENT = (
     "tpelastic.cli.demo",
     "tpelastic.cli.spec",
     "tpelastic.adapters.sinks.prometheus",
+    # With events "null" and no metrics routed nothing is recorded or published, so neither
+    # sink is imported (agent.publish drops metrics while sinks.metrics was never imported);
+    # the failure report only for failed workers; the budget machine's table only for the
+    # spec export and the tests (the count arithmetic is in core.restart_count): ~4 ms.
+    "tpelastic.adapters.sinks.events",
+    "tpelastic.adapters.sinks.metrics",
+    "tpelastic.adapters.agent.report",
+    "tpelastic.core.restart_budget",
     "tpelastic.adapters.health",
     "tpelastic.adapters.timer",
 )
@@ -166,3 +174,31 @@ def test_collection_is_paused_only_for_the_imports_of_a_launch(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.stdout.split() == ["0", "True", "True"], done.stderr[-2000:]
+
+
+def test_agent_metrics_reach_a_handler_once_one_is_routed_and_import_nothing_before():
+    # agent.publish drops metrics while sinks.metrics was never imported (nothing can route
+    # them then); a fresh interpreter shows both sides of that check.
+    code = textwrap.dedent(
+        """
+        import sys
+        from tpelastic.adapters.agent import publish
+        publish.workers(HEALTHY=2)
+        publish.failure(publish.EXIT)
+        print("before", "tpelastic.adapters.sinks.metrics" in sys.modules)
+        from tpelastic.adapters.sinks import metrics
+        seen = []
+        class Keep:
+            def emit(self, data):
+                seen.append((data.group, data.name, data.value))
+        metrics.configure(Keep())
+        publish.failure(publish.EXIT)
+        publish.workers(HEALTHY=2)
+        print("after", seen[0], len(seen), dict((n, v) for _, n, v in seen)["workers.HEALTHY"])
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.stdout.splitlines() == [
+        "before False",
+        "after ('tpelastic', 'failures.exit', 1.0) 8 2.0",
+    ], done.stderr[-2000:]

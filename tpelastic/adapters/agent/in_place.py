@@ -14,20 +14,20 @@ Kept apart from :mod:`loop` so the loop stays one job; :class:`InPlaceRestarts` 
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections import deque
 from typing import Any
 
-from tpelastic.adapters.agent import publish, report
+from tpelastic.adapters.agent import publish
 from tpelastic.adapters.agent.membership import Joined, Membership
 from tpelastic.adapters.agent.observers import Observers
 from tpelastic.adapters.agent.spec import WorkerSpec
 from tpelastic.adapters.rendezvous import errors as rz
-from tpelastic.adapters.sinks.events import NodeState
 from tpelastic.core import agent as core
 from tpelastic.core.agent.events import RendezvousFailureKind
 
-log = report.log
+log = logging.getLogger("tpelastic.agent")  # report.log's logger, without importing report
 
 
 class InPlaceRestarts:
@@ -48,7 +48,7 @@ class InPlaceRestarts:
             self._membership.open_attempt(effect.attempt, effect.reason)
         except rz.RendezvousError as error:
             why = f"could not open attempt {effect.attempt} of round {effect.round}: {error}"
-            self._obs.rendezvous("failed", NodeState.FAILED, why)
+            self._obs.rendezvous("failed", "FAILED", why)
             now = time.monotonic()
             self._queue.append(core.RendezvousFailed(now=now, reason=why, kind="connection"))
             return
@@ -73,7 +73,7 @@ class InPlaceRestarts:
             if isinstance(error, rz.RendezvousTimeoutError):
                 kind = "timeout"
             why = f"attempt {effect.attempt} of round {effect.round}: {error}"
-            self._obs.rendezvous("failed", NodeState.FAILED, why)
+            self._obs.rendezvous("failed", "FAILED", why)
             self._queue.append(core.RendezvousFailed(now=time.monotonic(), reason=why, kind=kind))
             return None
         if not isinstance(outcome, Joined):
@@ -83,7 +83,7 @@ class InPlaceRestarts:
         # One rdzv.attempt per node and attempt, opener and followers alike.
         self._obs.rendezvous(
             "attempt",
-            NodeState.RUNNING,
+            "RUNNING",
             f"round {effect.round} attempt {effect.attempt}: restart count "
             f"{effect.restart_count}, master {outcome.facts.master_addr}:"
             f"{outcome.facts.master_port}",

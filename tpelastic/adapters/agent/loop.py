@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import logging
 import os
 import threading
 import time
@@ -26,15 +27,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tpelastic.adapters.agent import publish, report
-from tpelastic.adapters.agent.barrier import depart, exit_barrier
+from tpelastic.adapters.agent import publish
 from tpelastic.adapters.agent.env import worker_envs
 from tpelastic.adapters.agent.in_place import InPlaceRestarts, attempt_name
 from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.agent.observers import Observers, describe_stall
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
 from tpelastic.adapters.rendezvous import errors as rz
-from tpelastic.adapters.sinks.events import EventSource, NodeState, event_from_emit, record
 from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
 from tpelastic.adapters.workers.signals import (
     SignalException,
@@ -51,7 +50,9 @@ from tpelastic.core.worker_group import WorkerGroup, make_group
 if TYPE_CHECKING:
     from tpelastic.adapters.agent.round_watch import RoundWatcher
 
-log = report.log
+# The same logger as report.log; report itself (and barrier) is only needed once workers end,
+# so both are imported where used, off the path to the first worker (issue 5).
+log = logging.getLogger("tpelastic.agent")
 # A look at the rendezvous costs a few store reads; worker exits need no look (they wake us).
 _LOOK_EVERY = 0.25
 # How long stop() waits for a round watcher's thread (it is released by the store's close or
@@ -165,6 +166,8 @@ class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
                 # A job that ended for everyone (succeeded, or failed and closed: exit 1) keeps
                 # the store host up until its peers have seen the end, not only a success.
                 if self._state.exit_code in (core.EXIT_OK, core.EXIT_WORKERS_FAILED):
+                    from tpelastic.adapters.agent.barrier import depart
+
                     depart(self._membership, self._spec.exit_barrier_timeout)
             finally:
                 self._membership.leave()  # closes the store: a watcher's wait ends at once
@@ -283,6 +286,8 @@ class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
             self._return_values = {rank * size + lr: v for lr, v in result.return_values.items()}
             publish.workers(SUCCEEDED=size)
             return core.WorkersSucceeded(now=now)
+        from tpelastic.adapters.agent import report
+
         self._failures = report.by_global_rank(
             result.failures, group_rank=rank, local_world_size=size
         )
@@ -337,7 +342,12 @@ class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
 
     # Effect handlers are named _do_<EffectType> so _execute can find them.
     def _do_Emit(self, effect: Emit) -> None:
-        record(event_from_emit(effect, EventSource.AGENT, time.time()), self._spec.events)
+        # "null" records nothing, so the event is not built and its sink not imported: the
+        # steps before the first worker emit several of these (issue 5).
+        if self._spec.events != "null":
+            from tpelastic.adapters.sinks.events import EventSource, event_from_emit, record
+
+            record(event_from_emit(effect, EventSource.AGENT, time.time()), self._spec.events)
         if effect.name == "agent.warning":
             log.warning("%s", effect.as_dict().get("reason"))
 
@@ -355,9 +365,7 @@ class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
         except rz.RendezvousError as error:
             timed_out = isinstance(error, rz.RendezvousTimeoutError)
             kind: RendezvousFailureKind = "timeout" if timed_out else "connection"
-            self._obs.rendezvous(
-                "timed_out" if timed_out else "failed", NodeState.FAILED, str(error)
-            )
+            self._obs.rendezvous("timed_out" if timed_out else "failed", "FAILED", str(error))
             now = time.monotonic()
             self._queue.append(core.RendezvousFailed(now=now, reason=str(error), kind=kind))
             return
@@ -365,7 +373,7 @@ class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
         publish.round_joined(facts, time.monotonic() - started, self._spec.max_restarts)
         self._obs.rendezvous(
             "round_joined",
-            NodeState.RUNNING,
+            "RUNNING",
             f"round {facts.round}: rank {facts.group_rank} of {facts.group_world_size}, "
             f"restart count {facts.restart_count}",
             round_no=facts.round,
@@ -392,7 +400,7 @@ class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
             if outcome in ("succeeded", "failed"):
                 self._obs.rendezvous("closed", _node_state(outcome), f"{outcome}: {reason}")
                 return core.RendezvousClosed(now=now, outcome=outcome, reason=reason)  # type: ignore[arg-type]
-        self._obs.rendezvous("closed", NodeState.FAILED, why)
+        self._obs.rendezvous("closed", "FAILED", why)
         return core.RendezvousFailed(now=now, reason=why, kind="closed")
 
     def _do_StartWorkers(self, effect: core.StartWorkers) -> None:
@@ -453,6 +461,8 @@ class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
         spec = self._spec
         poll = min(spec.monitor_interval, 0.05)
         look = functools.partial(self._look, running=False)
+        from tpelastic.adapters.agent.barrier import exit_barrier
+
         ended = exit_barrier(
             self._membership, effect.round, timeout=spec.exit_barrier_timeout, poll=poll, look=look
         )
@@ -468,15 +478,17 @@ class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
     def _do_LeaveRendezvous(self, effect: core.LeaveRendezvous) -> None:
         self._membership.leave()
         ok = self._state.phase is core.AgentPhase.SUCCEEDED  # left after the barrier timed out
-        self._obs.rendezvous("left", NodeState.SUCCEEDED if ok else NodeState.FAILED, effect.reason)
+        self._obs.rendezvous("left", "SUCCEEDED" if ok else "FAILED", effect.reason)
 
     def _do_ReportFailure(self, effect: core.ReportFailure) -> None:
+        from tpelastic.adapters.agent import report
+
         name = self._spec.get_entrypoint_name()
         report.print_failure(name, effect.reason, effect.exit_code, self._failures)
 
 
-def _node_state(outcome: str) -> NodeState:
-    return NodeState.SUCCEEDED if outcome == "succeeded" else NodeState.FAILED
+def _node_state(outcome: str) -> str:
+    return "SUCCEEDED" if outcome == "succeeded" else "FAILED"
 
 
 __all__ = ["ElasticAgent", "SimpleElasticAgent"]

@@ -17,17 +17,20 @@ state under ``_lock``.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tpelastic.adapters.agent.report import log
 from tpelastic.adapters.agent.spec import WorkerSpec
-from tpelastic.adapters.sinks.events import NodeState, RdzvEvent, get_event_handler
 from tpelastic.core import agent as core
 
+if TYPE_CHECKING:
+    from tpelastic.adapters.sinks.events import EventHandler
+
+log = logging.getLogger("tpelastic.agent")  # report.log's logger, without importing report
 PROGRESS_FILE_ENV = "TPELASTIC_PROGRESS_FILE"  # the same names progress.py and timer/api.py read
 TIMER_FILE_ENV = "TPELASTIC_TIMER_FILE"
 _TIMER_INTERVAL = 0.5  # a late worker is killed at most about this long after its deadline
@@ -57,7 +60,11 @@ class Observers:
     ) -> None:
         self._spec, self._config, self._run_id, self._state = spec, config, run_id, state
         self.agent_id = f"{os.uname().nodename}:{os.getpid()}"
-        self._events = None if spec.events == "null" else get_event_handler(spec.events)
+        self._events: EventHandler | None = None
+        if spec.events != "null":  # the sink module is imported only when events are on
+            from tpelastic.adapters.sinks.events import get_event_handler
+
+            self._events = get_event_handler(spec.events)
         self._seq = 0
         self._lock = threading.Condition()
         self._dir: str | None = None
@@ -165,15 +172,24 @@ class Observers:
     def rendezvous(
         self,
         name: str,
-        state: NodeState,
+        state: str,
         message: str = "",
         *,
         round_no: int | None = None,
         rank: int | None = None,
     ) -> None:
-        """Record a rendezvous outcome (``rdzv.<name>``); round and rank default to the agent's."""
+        """Record a rendezvous outcome (``rdzv.<name>``); round and rank default to the agent's.
+
+        ``state`` is a ``NodeState`` or its name (``"RUNNING"``): callers pass the name so that
+        a run without events never imports the sink module.
+
+        Raises:
+            ValueError: ``state`` names no ``NodeState`` (only checked when events are on).
+        """
         if self._events is None:
             return
+        from tpelastic.adapters.sinks.events import NodeState, RdzvEvent
+
         now = self._state()
         round_no = now.round if round_no is None else round_no
         rank = now.group_rank if rank is None else rank
@@ -183,7 +199,7 @@ class Observers:
                 run_id=self._run_id(),
                 round=round_no,
                 node=self.agent_id,
-                state=state,
+                state=NodeState(state),
                 rank=rank if rank >= 0 else None,
                 message=message,
                 timestamp=time.time(),

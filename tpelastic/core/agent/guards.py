@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tpelastic.core.agent import events as ev
 from tpelastic.core.agent.states import AgentConfig, AgentState
-from tpelastic.core.restart_budget import can_restart
+from tpelastic.core.restart_count import can_restart
 
 FailureEvent = ev.WorkersFailed | ev.WorkerStuck
 
