@@ -43,6 +43,10 @@ MODULES = (
     "tpelastic.adapters.launcher.config",
     "tpelastic.adapters.rendezvous.hosting",
     "tpelastic.adapters.rendezvous.parameters",
+    "tpelastic.adapters.rendezvous.info",
+    "tpelastic.adapters.rendezvous.settings",
+    "tpelastic.adapters.rendezvous.dynamic",
+    "tpelastic.adapters.agent.membership",
     # The rendezvous core (join, ranks and resuming hold no classes): imported before a worker.
     "tpelastic.core.rendezvous.config",
     "tpelastic.core.rendezvous.keys",
@@ -258,3 +262,49 @@ def test_join_state_compares_its_liveness_tracker_and_is_unhashable():
     with pytest.raises(TypeError, match="unhashable"):
         hash(JoinState())
     assert hash(RoundResult(round_no=1)) == hash(RoundResult(round_no=1))
+
+
+def _adapter_pairs() -> list[tuple[object, object]]:
+    """Pairs of the rendezvous adapters' values (a subclass, a converter, positional fields)."""
+    from tpelastic.adapters.agent.membership import Look
+    from tpelastic.adapters.rendezvous.dynamic import DynamicRendezvousInfo
+    from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
+    from tpelastic.adapters.rendezvous.settings import RendezvousSettings
+
+    where = RendezvousStoreInfo("h", 29500)
+    store = object()
+    config = RendezvousConfig(min_nodes=1, max_nodes=2)
+    return [
+        (where, RendezvousStoreInfo("h", 29500)),
+        (where, RendezvousStoreInfo("h", 29501)),
+        (RendezvousInfo(store, 0, 1, where, ["a"]), RendezvousInfo(store, 0, 1, where, ("a",))),
+        (RendezvousInfo(store, 0, 1, where), RendezvousInfo(object(), 0, 1, where)),
+        (
+            DynamicRendezvousInfo(store, 0, 1, where, round=2),
+            DynamicRendezvousInfo(store, 0, 1, where, round=2),
+        ),
+        (
+            DynamicRendezvousInfo(store, 0, 1, where, round=2),
+            DynamicRendezvousInfo(store, 0, 1, where, round=2, attempt=1),
+        ),
+        (
+            RendezvousSettings(run_id="r", config=config),
+            RendezvousSettings(run_id="r", config=config),
+        ),
+        (Look(), Look(waiting=1)),
+        (Look(closed=("failed", "x")), Look(closed=("failed", "x"))),
+    ]
+
+
+@pytest.mark.parametrize("pair", _adapter_pairs(), ids=lambda p: type(p[0]).__name__)
+def test_rendezvous_adapter_values_keep_attrs_repr_eq_and_hash(pair):
+    test_rendezvous_values_keep_attrs_repr_eq_and_hash(pair)
+
+
+def test_a_subclass_is_never_equal_to_its_base():
+    from tpelastic.adapters.rendezvous.dynamic import DynamicRendezvousInfo
+    from tpelastic.adapters.rendezvous.info import RendezvousInfo
+
+    store = object()
+    assert RendezvousInfo(store, 0, 1) != DynamicRendezvousInfo(store, 0, 1)
+    assert DynamicRendezvousInfo(store, 0, 1) == DynamicRendezvousInfo(store, 0, 1)

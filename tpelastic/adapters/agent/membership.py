@@ -35,6 +35,7 @@ from tpelastic.adapters.rendezvous.errors import (
     store_errors_as_rendezvous_errors,
 )
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 # While a round watcher runs, the periodic look only times the ring successor's heartbeat; this
 # bound keeps a crash seen within the keep-alive expiry plus 0.25 s, as without a watcher.
@@ -48,6 +49,10 @@ _ATTEMPT_LOOK_EVERY = 0.5
 class Joined:
     """A completed round (or attempt) this node is part of."""
 
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
     facts: RoundFacts
     store: Any  # the round's KeyValueStore: the exit barrier lives there
 
@@ -55,6 +60,10 @@ class Joined:
 @frozen(kw_only=True)
 class Look:
     """One look at what happened beyond the current round."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     closed: tuple[str, str] | None = None  # (outcome, reason) once the job is over
     next_opened: str | None = None  # why a newer round opened

@@ -62,6 +62,7 @@ from tpelastic.core.rendezvous.records import (
     decode_counter,
 )
 from tpelastic.core.rendezvous.state import JOIN_REASONS
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,10 @@ class DynamicRendezvousInfo(RendezvousInfo):
             and one per in-place attempt (the round's count plus ``attempt``).
         attempt: the round's in-place attempt this info is for (0: the round's first start).
     """
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     round: int = field(default=0, kw_only=True)
     restart_count: int = field(default=0, kw_only=True)

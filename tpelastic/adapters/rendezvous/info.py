@@ -19,6 +19,7 @@ from tpelastic.adapters.rendezvous.errors import (
     RendezvousTimeoutError,
     store_errors_as_rendezvous_errors,
 )
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 STORE_INFO_SCHEMA = 1
 _MAX_INFO_BYTES = 4096  # an address and a port; anything longer is not ours
@@ -37,6 +38,10 @@ def _non_empty(_instance: object, _attribute: object, value: str) -> None:
 @frozen
 class RendezvousStoreInfo:
     """Where the workers' bootstrap store (MASTER_ADDR / MASTER_PORT) lives."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     master_addr: str = field(validator=_non_empty)
     master_port: int = field(validator=_port_in_range)
@@ -140,6 +145,10 @@ class RendezvousInfo:
         participants: the round's nodes, in rank order.
         wait_list: nodes waiting for a later round.
     """
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     store: Any
     rank: int

@@ -11,6 +11,7 @@ from attrs import field, frozen
 
 from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
 from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.values import value_eq, value_hash, value_repr
 
 
 def _run_id(_instance: object, _attribute: object, value: str) -> None:
@@ -26,6 +27,10 @@ class RendezvousSettings:
         run_id: the job's id; every key of the run lives under ``tpelastic/v1/<run_id>/``.
         config: node bounds and timeouts, as the pure core reads them.
     """
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
 
     run_id: str = field(validator=_run_id)
     config: RendezvousConfig
