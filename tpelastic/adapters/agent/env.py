@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from tpelastic.core.group_values import make_group
 from tpelastic.core.values import value_eq, value_hash, value_repr
-from tpelastic.core.worker_group import make_group
 
 
 @frozen(kw_only=True)

@@ -43,9 +43,9 @@ from tpelastic.adapters.workers.signals import (
 from tpelastic.core import agent as core
 from tpelastic.core.agent.events import RendezvousFailureKind
 from tpelastic.core.agent.states import TERMINAL
+from tpelastic.core.group_values import WorkerGroup, make_group
 from tpelastic.core.values import Emit, Rejected
-from tpelastic.core.worker import WorkerState
-from tpelastic.core.worker_group import WorkerGroup, make_group
+from tpelastic.core.worker_values import WorkerState
 
 if TYPE_CHECKING:
     from tpelastic.adapters.agent.round_watch import RoundWatcher

@@ -15,8 +15,8 @@ from __future__ import annotations
 import sys
 
 from tpelastic.adapters.agent.env import RoundFacts
-from tpelastic.core.worker import WorkerState
-from tpelastic.core.worker_group import WorkerFailure
+from tpelastic.core.group_values import WorkerFailure
+from tpelastic.core.worker_values import WorkerState
 
 _METRICS = "tpelastic.adapters.sinks.metrics"
 

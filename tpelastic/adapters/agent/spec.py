@@ -10,7 +10,7 @@ from attrs import field, frozen, validators
 
 from tpelastic.adapters.workers.api import ProcessFailure, Std
 from tpelastic.core.values import value_eq, value_hash, value_repr
-from tpelastic.core.worker import WorkerState
+from tpelastic.core.worker_values import WorkerState
 
 DEFAULT_EXIT_BARRIER_TIMEOUT = 300.0
 

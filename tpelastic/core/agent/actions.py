@@ -19,8 +19,8 @@ from tpelastic.core.agent.states import (
     AgentPhase,
     AgentState,
 )
+from tpelastic.core.group_values import WorkerFailure
 from tpelastic.core.values import Emit
-from tpelastic.core.worker_group import WorkerFailure
 
 Out = tuple[AgentState, tuple[object, ...]]
 

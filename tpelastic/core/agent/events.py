@@ -12,8 +12,8 @@ from typing import Literal
 
 from attrs import field, frozen, validators
 
+from tpelastic.core.group_values import WorkerFailure
 from tpelastic.core.values import Duration, Instant, value_eq, value_hash, value_repr
-from tpelastic.core.worker_group import WorkerFailure
 
 Outcome = Literal["succeeded", "failed"]
 RendezvousFailureKind = Literal["timeout", "closed", "connection"]
