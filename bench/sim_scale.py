@@ -5,13 +5,15 @@ by the recovery. What a fault is (``--fault``):
 
 * ``inplace`` (default): a training node's workers fail and the round restarts in place: the
   node opens the round's next attempt, every member learns of it on its held wait and restarts
-  as it. The run settles when every node runs attempt k (it advances by one latency at a time,
-  so the members' heartbeats barely run: a recovery is a few milliseconds of virtual time).
+  as it. The run settles when every node runs attempt k (a recovery is a few milliseconds of
+  virtual time, so the members' heartbeats barely run).
 * ``rejoin``: the same failure with a rendezvous that cannot restart in place: the failed node
   re-joins and all N nodes re-form the world (a full re-rendezvous; the protocol before
-  attempts, measured as before: the run advances in 0.25 s steps until all train in round k).
+  attempts). Members learn that the next round opened on their held waits.
 * ``crash``: a training node dies; the others find it dead (heartbeat timeout) and re-form the
   world without it (a full re-rendezvous of N - k nodes, after seconds of virtual time).
+
+Recoveries advance one latency at a time (at least 1 ms) until the recovered world trains.
 
 Each run is its own process (so peak memory is that run's). Prints wall and CPU time, the first
 round's wall time, virtual seconds per recovery, store operations, simulator actions (events
@@ -75,19 +77,22 @@ def run(n: int, failures: int, latency: float, fault: str) -> dict[str, object]:
     for i in range(n):
         cluster.start(f"n{i}")
     first_virtual = settle(cluster, n, (0, 0))
+    # Recoveries are timed one latency at a time: members learn of a new round or attempt on
+    # their held waits, milliseconds after it opens, not at a look once a second.
+    step = max(latency, 1e-3)
     first_wall = time.perf_counter() - wall
     recovery = 0.0
     for k in range(1, failures + 1):
         name = victim(cluster, n, k)
         if fault == "crash":
             cluster.crash(name)
-            recovery += settle(cluster, n - k, (k, 0))
+            recovery += settle(cluster, n - k, (k, 0), step)
         elif fault == "rejoin":
             cluster.fail_workers(name)
-            recovery += settle(cluster, n, (k, 0))
+            recovery += settle(cluster, n, (k, 0), step)
         else:
             cluster.fail_workers(name)
-            recovery += settle(cluster, n, (0, k), step=max(latency, 1e-3))
+            recovery += settle(cluster, n, (0, k), step)
     assert not cluster.overlaps, cluster.overlaps[:3]
     return {
         "n": n,

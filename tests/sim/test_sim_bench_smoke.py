@@ -50,11 +50,17 @@ def test_the_scale_benchmark_restarts_in_place_and_counts_exactly(
 def test_the_scale_benchmark_measures_full_re_rendezvous_too(tmp_path: Path) -> None:
     rows = _bench(tmp_path, "--fault", "rejoin")
     for row in rows:
-        assert row["recovery_virtual"] == (1.0 if row["failures"] else 0.0)
-    # Store operations grow with N (the same protocol steps for every node; the number of
-    # periodic looks a training node takes moves by one or two with where the victim sits).
+        if row["failures"]:
+            # Members learn that the next round opened on their held waits, one latency after
+            # the failed node opens it, then join: milliseconds, not their next look (1 s).
+            assert 0.002 < row["recovery_virtual"] < 0.1  # type: ignore[operator]
+        else:
+            assert row["recovery_virtual"] == 0.0
+    # Store operations grow with N (the same protocol steps for every node; the heartbeats and
+    # periodic looks that fall inside a recovery move by a few with where the victim sits).
     by = {(r["n"], r["failures"]): r for r in rows}
-    assert abs(by[(40, 2)]["store_ops"] - 2 * by[(20, 2)]["store_ops"]) <= 10  # type: ignore[operator]
+    twice = 2 * by[(20, 2)]["store_ops"]  # type: ignore[operator]
+    assert abs(by[(40, 2)]["store_ops"] - twice) <= 0.02 * twice  # type: ignore[operator]
 
     (tmp_path / "crash").mkdir()
     for row in _bench(tmp_path / "crash", "--fault", "crash"):

@@ -4,14 +4,17 @@ This is the harness the property tests, the scenario runner and the timeline dem
 the same :func:`tpelastic.core.rendezvous.join.step` the adapters run, never a reimplementation;
 only the store (a dict, each batch applied atomically), the network (a per-batch latency) and time
 (a heap of actions, :mod:`tpelastic.core.sim.queue`) are simulated. A member of a completed round
-behaves as an agent does between rounds: it heartbeats, looks at the next round once per
-heartbeat interval, rejoins when that round opens (or opens it when nodes wait and there is room),
-restarts its workers in place when the round's next attempt opens (on a held wait, one latency
-after the key is set), watches its ring successor, and fences itself when its own heartbeats fail
-for longer than ``heartbeat_timeout - heartbeat_interval`` (before anyone can declare it dead).
+behaves as an agent does between rounds: it heartbeats, holds its round watcher's wait on the
+watch keys (``membership.watch_ops``: the close, the next round's opened and arrivals, the round's
+next attempt) and so learns one latency after one is written that it must rejoin (the next round
+opened), open the next round (nodes wait and there is room), stop (closed) or restart its workers
+in place (the next attempt opened); it also looks once per heartbeat interval (the same keys, and
+its ring successor's heartbeat), and fences itself when its own heartbeats fail for longer than
+``heartbeat_timeout - heartbeat_interval`` (before anyone can declare it dead).
 
 Driving the join machine itself (store batches, latency, waits, connection failures) is
-:mod:`tpelastic.core.sim.joining`; restarts in place are :mod:`tpelastic.core.sim.restarting`;
+:mod:`tpelastic.core.sim.joining`; restarts in place and the held waits are
+:mod:`tpelastic.core.sim.restarting`;
 virtual time is :mod:`tpelastic.core.sim.queue`.
 """
 
@@ -251,10 +254,7 @@ class Cluster(RestartDriver):
     def _watch(self, node: SimNode, world: RoundResult) -> None:
         successor = membership.ring_successor(world, node.name)
         attempt = node.attempt
-        ops = self._watch_ops.get((world.round_no, attempt))
-        if ops is None:
-            ops = membership.watch_ops(self.keys, world.round_no, attempt)
-            self._watch_ops[(world.round_no, attempt)] = ops
+        ops = self._watch_batch(world.round_no, attempt)
         if successor is not None:
             ops += (Get(self.keys.heartbeat(successor)),)
 
@@ -265,6 +265,14 @@ class Cluster(RestartDriver):
 
         self._request(node, ops, seen)
 
+    def _watch_batch(self, round_no: int, attempt: int) -> tuple[Op, ...]:
+        ops = self._watch_ops.get((round_no, attempt))
+        if ops is None:
+            ops = self._watch_ops[(round_no, attempt)] = membership.watch_ops(
+                self.keys, round_no, attempt
+            )
+        return ops
+
     def _after_watch(
         self,
         node: SimNode,
@@ -274,6 +282,29 @@ class Cluster(RestartDriver):
         attempt: int,
     ) -> None:
         seen = _read_watch(replies[:4])
+        if self._act_on(node, world, seen, attempt) or successor is None:
+            return
+        beat = replies[4]
+        counter = decode_counter(beat if isinstance(beat, bytes) else None)
+        node.ring = node.ring.observe(successor, counter, self.now)
+        if node.ring.is_dead(successor, self.now, self.config.heartbeat_timeout):
+            self._note(node, "node.found_dead", f"{node.name} found {successor} dead")
+            self._send(node, membership.report_dead_ops(self.keys, world, successor))
+            self._begin_join(node, "membership", world.round_no)
+
+    def _look_held(self, node: SimNode, world: RoundResult) -> None:
+        # The held wait's answer is the look: the keys as they are now, one latency after the
+        # write that fired it (the real member looks then; its look is not counted again).
+        attempt = node.attempt
+        data = self.store
+        replies = tuple(data.get(op.key) for op in self._watch_batch(world.round_no, attempt))
+        self._act_on(node, world, _read_watch(replies), attempt)
+
+    def _act_on(
+        self, node: SimNode, world: RoundResult, seen: membership.RoundWatch, attempt: int
+    ) -> bool:
+        """What a member does about a look at its round's watch keys (taken while it ran
+        ``attempt``); False when nothing ends its world (the ring check is next)."""
         # The look read whether the attempt after ``attempt`` opened; the node may have
         # learned of it (or later ones) meanwhile through its held wait.
         newer = seen.next_attempt is not None and node.attempt == attempt
@@ -286,14 +317,9 @@ class Cluster(RestartDriver):
             self._restart(node, world, attempt + 1)
         elif seen.waiting > 0 and world.world_size < self.config.max_nodes:
             self._begin_join(node, "scale_up", world.round_no)
-        elif successor is not None:
-            beat = replies[4]
-            counter = decode_counter(beat if isinstance(beat, bytes) else None)
-            node.ring = node.ring.observe(successor, counter, self.now)
-            if node.ring.is_dead(successor, self.now, self.config.heartbeat_timeout):
-                self._note(node, "node.found_dead", f"{node.name} found {successor} dead")
-                self._send(node, membership.report_dead_ops(self.keys, world, successor))
-                self._begin_join(node, "membership", world.round_no)
+        else:
+            return False
+        return True
 
     def _cut_off(self, nodes: list[SimNode]) -> None:
         for node in nodes:

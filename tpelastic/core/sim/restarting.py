@@ -1,4 +1,5 @@
-"""Restarting a round's workers in place, in the simulator (attempts within a round).
+"""Restarting a round's workers in place, in the simulator (attempts within a round), and the
+members' held waits on the keys that end their world.
 
 A training node whose workers fail, with ``restart_in_place`` on, does not re-join: it opens the
 next attempt of its round (:func:`tpelastic.core.rendezvous.attempts.open_attempt_ops`, one
@@ -26,6 +27,14 @@ R17): a node's attempts of one round only move forward, and a node runs only att
 holds. Members of one round run different attempts only between an
 attempt's opening and their learning of it (different attempts never form one world: each has
 its own namespace).
+
+The round watcher's wait covers the other watch keys too (``membership.watch_ops``): the close,
+the next round's ``opened`` and its arrivals. A member holds it from the moment it trains in a
+round until its world ends; a write to one of them makes the member look at once (one latency
+after the write, not at its next periodic look) and act as its look would: stop, rejoin, or open
+the next round for the nodes that wait. The arrivals key is not held again once it fired (the
+real member leaves it out once a look saw it present), so an arrival at a full world wakes the
+members once.
 
 Waking the members of a 10,000-node round is one queue action per distinct latency (the held
 waits of a key come back from the store as one list, kept in the order they were placed), not a
@@ -69,6 +78,9 @@ class RestartDriver(JoinDriver):
     restarts: int = 0
     # round -> the keys its members hold waits on, released once a later round trains.
     _held_keys: dict[int, set[str]] = field(factory=dict, alias="_held_keys")
+    # The world-ending keys (closed, a next round's opened and arrivals) held waits were placed
+    # on: a write to one makes its members look, not restart.
+    _look_keys: set[str] = field(factory=set, alias="_look_keys")
 
     # --- opening an attempt --------------------------------------------------------------------
 
@@ -168,13 +180,38 @@ class RestartDriver(JoinDriver):
         assert world is not None
         if world.round_no not in self._held_keys:
             # A new round trains: nobody trains in an earlier one any more (one world at a
-            # time), so their held waits are over.
+            # time), so their held waits are over (on the job-wide closed key: theirs only).
             done = [r for r in self._held_keys if r < world.round_no]
             for r in done:
                 self.sim_store.release(sorted(self._held_keys.pop(r)))
+            if done:
+                current = world.round_no
+                self.sim_store.prune(self.keys.closed(), lambda e: e[1].round_no >= current)  # type: ignore[index]
             self._held_keys[world.round_no] = set()
+        self._hold_look([(node, world)], world.round_no)
         if self.restart_in_place:
             self._hold_all([(node, world)], world.round_no, node.attempt)
+
+    def _hold_look(self, members: list[tuple[SimNode, RoundResult]], round_no: int) -> None:
+        """Each member holds a wait on the keys that end its world, as the real round watcher
+        does (``membership.watch_ops`` less the attempt key, held by :meth:`_hold_all`): the
+        rendezvous closed, the next round opened, a node arrived at it. A write to any of them
+        makes the member look at once (:meth:`_look_held`), one latency after the write.
+
+        It stays placed across the round's in-place attempts (the same keys); the arrivals key
+        is not placed again once it fired (the real member leaves it out once a look saw it)."""
+        nxt = round_no + 1
+        entries: list[Held] = [(node, world, 0) for node, world in members]
+        # One wait request per member (counted with the attempt key when that is held too).
+        requests = 0 if self.restart_in_place else len(entries)
+        held = self._held_keys.setdefault(round_no, set())
+        for key in (self.keys.closed(), self.keys.opened(nxt), self.keys.arrivals(nxt)):
+            self._look_keys.add(key)
+            if key != self.keys.closed():
+                held.add(key)
+            if not self.sim_store.hold(key, entries, requests):
+                self._wake_held(entries, look=True)  # written already: look after one latency
+            requests = 0
 
     def _hold_all(
         self, members: list[tuple[SimNode, RoundResult]], round_no: int, attempt: int
@@ -190,26 +227,50 @@ class RestartDriver(JoinDriver):
 
     def _fire_held(self) -> None:
         fired, self.sim_store.fired = self.sim_store.fired, []
-        for _key, held in fired:
-            self._wake_held(held)  # type: ignore[arg-type]
+        for key, held in fired:
+            self._wake_held(held, look=key in self._look_keys)  # type: ignore[arg-type]
 
-    def _wake_held(self, held: list[Held]) -> None:
+    def _wake_held(self, held: list[Held], look: bool = False) -> None:
         """Wake the held waits on a key just written: one action per distinct latency, each
-        taking its members in the order they started waiting."""
+        taking its members in the order they started waiting. ``look``: a key that ends the
+        world (the members look), not an attempt (they restart)."""
         if not any(entry[0].extra_latency for entry in held):
-            self.queue.schedule(self.now + self.latency, self._learner(held))
+            self.queue.schedule(self.now + self.latency, self._learner(held, look))
             return
         by_latency: dict[float, list[Held]] = {}
         for entry in held:
             by_latency.setdefault(self._latency(entry[0]), []).append(entry)
         for delay, entries in by_latency.items():
-            self.queue.schedule(self.now + delay, self._learner(entries))
+            self.queue.schedule(self.now + delay, self._learner(entries, look))
 
-    def _learner(self, entries: list[Held]) -> Callable[[], None]:
+    def _learner(self, entries: list[Held], look: bool) -> Callable[[], None]:
         def learn() -> None:
-            self._learn(entries)
+            if look:
+                self._learn_look(entries)
+            else:
+                self._learn(entries)
 
         return learn
+
+    def _learn_look(self, entries: list[Held]) -> None:
+        """Members whose held wait on a world-ending key fired look at once (in placement
+        order); a stale wait (the member moved on) or one that cannot reach the store now is
+        dropped, and the member's periodic look finds the key later."""
+        training, store_up = Status.TRAINING, self.store_up
+        for node, world, _ in entries:
+            # A member whose wait fired on two keys (opened, then arrivals) and that rejoined
+            # on the first is no longer in ``world``: the second is stale.
+            if (
+                node.world is world
+                and node.status is training
+                and node.beating
+                and store_up
+                and not node.partitioned
+            ):
+                self._look_held(node, world)
+
+    def _look_held(self, node: SimNode, world: RoundResult) -> None:
+        """A held wait on a world-ending key fired: the member looks (the cluster acts)."""
 
     def _learn(self, entries: list[Held]) -> None:
         """Members whose held wait fired learn that the attempt opened and restart as it.

@@ -5,7 +5,7 @@ written, so waking 10,000 members is one action, not 10,000)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from attrs import define, field
 
@@ -45,15 +45,19 @@ class SimStore:
                         self.fired.append((op.key, held))
         return replies, woken
 
-    def hold(self, key: str, waiters: Sequence[object]) -> bool:
+    def hold(self, key: str, waiters: Sequence[object], requests: int | None = None) -> bool:
         """Place held waits on ``key`` (kept until the key is written, or :meth:`release`).
+
+        ``requests``: how many store requests this counts as (default one per waiter). A real
+        member places one wait on several keys at once, so only one of its keys counts.
 
         Returns:
             False (nothing placed) when the key exists already: the caller wakes them itself.
         """
         # A held wait is one request to a real store (a wait on the key): count each as one.
-        self.ops += len(waiters)
-        self.batches += len(waiters)
+        count = len(waiters) if requests is None else requests
+        self.ops += count
+        self.batches += count
         if key in self.data:
             return False
         held = self._held.get(key)
@@ -67,6 +71,16 @@ class SimStore:
         """Forget the held waits on ``keys`` (their round is over: nobody waits any more)."""
         for key in keys:
             self._held.pop(key, None)
+
+    def prune(self, key: str, keep: Callable[[object], bool]) -> None:
+        """Drop the held waits on ``key`` that ``keep`` rejects (keeping their order)."""
+        held = self._held.get(key)
+        if held is not None:
+            kept = [waiter for waiter in held if keep(waiter)]
+            if kept:
+                self._held[key] = kept
+            else:
+                del self._held[key]
 
     def present(self, keys: tuple[str, ...]) -> bool:
         return all(key in self.data for key in keys)
