@@ -11,14 +11,15 @@ looked at every 0.25 s while workers run; where the store holds a wait for any o
 pass after the wait fires (within ``monitor_interval``), and the periodic look then only times
 the ring successor's heartbeat (every heartbeat interval, at most every 0.25 s).
 
-Over a rendezvous that restarts a round in place (the dynamic handler), a worker failure opens
-the round's next attempt instead of a new round; the effects for that are in :mod:`in_place`.
+The effects are carried out by handlers named ``_do_<EffectType>``: the common ones are in
+:mod:`effect_handlers`. Over a rendezvous that restarts a round in place (the dynamic handler), a
+worker failure opens the round's next attempt instead of a new round; the effects for that are in
+:mod:`in_place`. Both are mixed into ``SimpleElasticAgent``.
 """
 
 from __future__ import annotations
 
 import abc
-import functools
 import logging
 import os
 import threading
@@ -28,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tpelastic.adapters.agent import publish
-from tpelastic.adapters.agent.env import worker_envs
+from tpelastic.adapters.agent.effect_handlers import EffectHandlers, node_state
 from tpelastic.adapters.agent.in_place import InPlaceRestarts, attempt_name
 from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.agent.observers import Observers, describe_stall
@@ -41,10 +42,8 @@ from tpelastic.adapters.workers.signals import (
     install_signal_policy,
 )
 from tpelastic.core import agent as core
-from tpelastic.core.agent.events import RendezvousFailureKind
 from tpelastic.core.agent.states import TERMINAL
-from tpelastic.core.group_values import WorkerGroup, make_group
-from tpelastic.core.values import Emit, Rejected
+from tpelastic.core.group_values import WorkerGroup
 from tpelastic.core.worker_values import WorkerState
 
 if TYPE_CHECKING:
@@ -84,7 +83,7 @@ class ElasticAgent(abc.ABC):
         """The current attempt's workers (ranks, phase), or None before the first round."""
 
 
-class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
+class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
     """The run loop over a rendezvous handler; subclasses start, wait for and stop workers."""
 
     def __init__(self, spec: WorkerSpec) -> None:
@@ -317,7 +316,7 @@ class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
         if seen.closed is not None:
             outcome, why = seen.closed
             closed = outcome if outcome in ("succeeded", "failed") else "failed"
-            self._obs.rendezvous("closed", _node_state(closed), f"{closed}: {why}")
+            self._obs.rendezvous("closed", node_state(closed), f"{closed}: {why}")
             return core.RendezvousClosed(now=now, outcome=closed, reason=why)  # type: ignore[arg-type]
         if seen.next_opened is not None:
             self._join_reason = None
@@ -335,160 +334,11 @@ class SimpleElasticAgent(InPlaceRestarts, ElasticAgent):
     # -- carrying out effects -------------------------------------------------------------------
 
     def _execute(self, effect: object) -> None:
+        # The handlers are _do_<EffectType> methods: in effect_handlers and in_place (mixins).
         handler = getattr(self, f"_do_{type(effect).__name__}", None)
         if handler is None:
             raise TypeError(f"agent: no way to carry out {effect!r}")
         handler(effect)
-
-    # Effect handlers are named _do_<EffectType> so _execute can find them.
-    def _do_Emit(self, effect: Emit) -> None:
-        # "null" records nothing, so the event is not built and its sink not imported: the
-        # steps before the first worker emit several of these (issue 5).
-        if self._spec.events != "null":
-            from tpelastic.adapters.sinks.events import EventSource, event_from_emit, record
-
-            record(event_from_emit(effect, EventSource.AGENT, time.time()), self._spec.events)
-        if effect.name == "agent.warning":
-            log.warning("%s", effect.as_dict().get("reason"))
-
-    def _do_Rejected(self, effect: Rejected) -> None:
-        log.warning("agent rejected %s in %s: %s", effect.event, effect.phase, effect.reason)
-
-    def _do_JoinRendezvous(self, effect: core.JoinRendezvous) -> None:
-        reason, self._join_reason = self._join_reason, None
-        started = time.monotonic()
-        try:
-            joined = self._membership.join(failure=effect.failure, reason=reason)
-        except rz.RendezvousClosedError as error:
-            self._queue.append(self._closed_while_joining(str(error)))
-            return
-        except rz.RendezvousError as error:
-            timed_out = isinstance(error, rz.RendezvousTimeoutError)
-            kind: RendezvousFailureKind = "timeout" if timed_out else "connection"
-            self._obs.rendezvous("timed_out" if timed_out else "failed", "FAILED", str(error))
-            now = time.monotonic()
-            self._queue.append(core.RendezvousFailed(now=now, reason=str(error), kind=kind))
-            return
-        facts = joined.facts
-        publish.round_joined(facts, time.monotonic() - started, self._spec.max_restarts)
-        self._obs.rendezvous(
-            "round_joined",
-            "RUNNING",
-            f"round {facts.round}: rank {facts.group_rank} of {facts.group_world_size}, "
-            f"restart count {facts.restart_count}",
-            round_no=facts.round,
-            rank=facts.group_rank,
-        )
-        self._queue.append(
-            core.RoundCompleted(
-                now=time.monotonic(),
-                round=facts.round,
-                group_rank=facts.group_rank,
-                group_world_size=facts.group_world_size,
-                restart_count=facts.restart_count,
-            )
-        )
-
-    def _closed_while_joining(self, why: str) -> Any:
-        now = time.monotonic()
-        try:
-            seen = self._membership.look()
-        except Exception:  # the store may be gone with the job: report the close as a failure
-            seen = None
-        if seen is not None and seen.closed is not None:
-            outcome, reason = seen.closed
-            if outcome in ("succeeded", "failed"):
-                self._obs.rendezvous("closed", _node_state(outcome), f"{outcome}: {reason}")
-                return core.RendezvousClosed(now=now, outcome=outcome, reason=reason)  # type: ignore[arg-type]
-        self._obs.rendezvous("closed", "FAILED", why)
-        return core.RendezvousFailed(now=now, reason=why, kind="closed")
-
-    def _do_StartWorkers(self, effect: core.StartWorkers) -> None:
-        joined = self._enter_attempt(effect) if effect.attempt else self._membership.joined
-        if joined is None:
-            return  # what ended the attempt before it started is queued (see in_place)
-        spec = self._spec
-        envs = worker_envs(
-            role=spec.role,
-            local_world_size=spec.local_world_size,
-            facts=joined.facts,
-            max_restarts=spec.max_restarts,
-            run_id=spec.rdzv_handler.get_run_id(),
-        )
-        self._group = make_group(
-            role=spec.role,
-            local_world_size=spec.local_world_size,
-            round=effect.round,
-            restart_count=effect.restart_count,
-            group_rank=effect.group_rank,
-            group_world_size=effect.group_world_size,
-        )
-        self._failures = {}
-        envs = self._obs.worker_envs(envs, effect.round, time.monotonic())
-        publish.workers(HEALTHY=spec.local_world_size)
-        log.info(
-            "round %d%s: node %d of %d, restart %d/%d, starting %d worker(s), master %s:%d",
-            effect.round,
-            f" attempt {effect.attempt}" if effect.attempt else "",
-            effect.group_rank,
-            effect.group_world_size,
-            effect.restart_count,
-            spec.max_restarts,
-            spec.local_world_size,
-            joined.facts.master_addr,
-            joined.facts.master_port,
-        )
-        self._start_workers(envs, attempt=attempt_name(effect.round, effect.attempt))
-        self._watch(effect.round, effect.attempt)
-
-    def _do_StopWorkers(self, effect: core.StopWorkers) -> None:
-        log.info("stopping workers: %s", effect.reason)
-        pids = set(self._worker_pids().values())
-        self._unwatch()
-        self._stop_workers(effect.reason)
-        self._obs.workers_stopped(pids)
-        failed = len(self._failures)  # this attempt's failed workers stay counted as FAILED
-        publish.workers(STOPPED=self._spec.local_world_size - failed, FAILED=failed)
-
-    def _do_OpenNextRound(self, effect: core.OpenNextRound) -> None:
-        try:
-            self._membership.open_next_round(effect.reason)
-        except rz.RendezvousError as error:
-            log.warning("could not open the next round: %s", error)
-        self._join_reason = effect.reason
-
-    def _do_EnterExitBarrier(self, effect: core.EnterExitBarrier) -> None:
-        spec = self._spec
-        poll = min(spec.monitor_interval, 0.05)
-        look = functools.partial(self._look, running=False)
-        from tpelastic.adapters.agent.barrier import exit_barrier
-
-        ended = exit_barrier(
-            self._membership, effect.round, timeout=spec.exit_barrier_timeout, poll=poll, look=look
-        )
-        self._queue.append(ended)
-
-    def _do_CloseRendezvous(self, effect: core.CloseRendezvous) -> None:
-        try:
-            self._membership.close(effect.outcome, effect.reason)
-        except Exception as error:  # closing is best effort: a peer may have closed already
-            log.warning("could not close the rendezvous: %s", error)
-        self._obs.rendezvous("closed", _node_state(effect.outcome), f"closed here: {effect.reason}")
-
-    def _do_LeaveRendezvous(self, effect: core.LeaveRendezvous) -> None:
-        self._membership.leave()
-        ok = self._state.phase is core.AgentPhase.SUCCEEDED  # left after the barrier timed out
-        self._obs.rendezvous("left", "SUCCEEDED" if ok else "FAILED", effect.reason)
-
-    def _do_ReportFailure(self, effect: core.ReportFailure) -> None:
-        from tpelastic.adapters.agent import report
-
-        name = self._spec.get_entrypoint_name()
-        report.print_failure(name, effect.reason, effect.exit_code, self._failures)
-
-
-def _node_state(outcome: str) -> str:
-    return "SUCCEEDED" if outcome == "succeeded" else "FAILED"
 
 
 __all__ = ["ElasticAgent", "SimpleElasticAgent"]
