@@ -27,12 +27,20 @@ CONF = "keep_alive_interval=1,keep_alive_max_attempt=30,last_call_timeout=0.3,jo
 
 
 def _agent(
-    port: int, run_id: str, tmp: Path, name: str, out: Path, *, host: bool, env: dict[str, str]
+    port: int,
+    run_id: str,
+    tmp: Path,
+    name: str,
+    out: Path,
+    *,
+    host: bool,
+    env: dict[str, str],
+    monitor: str = "0.1",
 ) -> subprocess.Popen[bytes]:
     args = [
         "--nnodes", "1:3", "--nproc-per-node", "1", "--rdzv-backend", "tcp",
         "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id, "--local-addr", "127.0.0.1",
-        "--rdzv-conf", f"{CONF},is_host={int(host)}", "--monitor-interval", "0.1",
+        "--rdzv-conf", f"{CONF},is_host={int(host)}", "--monitor-interval", monitor,
         "--events-file", str(tmp / f"{name}.events.jsonl"), MARKER, "--out", str(out),
     ]  # fmt: skip
     with open(tmp / f"{name}.log", "wb") as log:
@@ -107,3 +115,25 @@ def test_join_and_leave_are_seen_by_the_watcher_alone(
     seen = [s["metadata"]["event"]["type"] for s in steps if s.get("name") == "agent.step"]
     assert "NodesWaiting" in seen and "NextRoundOpened" in seen
     assert os.environ.get("TPELASTIC_LOOK_FALLBACK") is None  # the knob stayed in the agents
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="pidfds and the launcher's e2e setup")
+def test_the_watcher_wakes_the_loop_out_of_its_wait_for_the_workers(
+    tmp_path: Path, agents: list[subprocess.Popen[bytes]]
+) -> None:
+    """With a monitor interval of ten minutes the loop's wait for its workers would hide a new
+    node for that long; the watcher interrupts the wait, so the world still grows at once."""
+    out = tmp_path / "out"
+    out.mkdir()
+    port = free_port()
+    env = {"TPELASTIC_LOOK_FALLBACK": "3600"}
+    slow = {"env": env, "monitor": "600"}
+    a = _agent(port, "wake", tmp_path, "a", out, host=True, **slow)  # type: ignore[arg-type]
+    b = _agent(port, "wake", tmp_path, "b", out, host=False, **slow)  # type: ignore[arg-type]
+    agents += [a, b]
+    two = _world(out, 2, -1, 60.0, tmp_path)
+    c = _agent(port, "wake", tmp_path, "c", out, host=False, **slow)  # type: ignore[arg-type]
+    agents.append(c)
+    _world(out, 3, two, 60.0, tmp_path)
+    for proc in (c, b, a):
+        assert _stop(proc) == 128 + signal.SIGTERM

@@ -86,3 +86,22 @@ def test_stop_ends_the_thread_when_its_wait_returns() -> None:
     assert watcher.join(5.0)
     assert watcher.take() is False  # a stopped watcher does not report the change
     assert not any(t.name == "t-stop" for t in threading.enumerate())
+
+
+def test_a_firing_calls_on_fire_after_the_flag_is_up_and_survives_its_errors() -> None:
+    wait = _Wait()
+    seen: list[bool] = []
+
+    def on_fire() -> None:
+        seen.append(watcher.take())  # the flag is already up when the hook runs
+        raise RuntimeError("the agent is gone")  # logged; the watcher carries on
+
+    watcher = RoundWatcher(wait, name="t-hook", slice_=5.0, on_fire=on_fire).start()
+    try:
+        wait.change.set()
+        assert _until(lambda: seen == [True])
+        watcher.resume()
+        assert _until(lambda: len(seen) == 2)  # fired again: the thread is still alive
+    finally:
+        watcher.stop()
+        assert watcher.join(5.0)

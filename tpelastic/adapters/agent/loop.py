@@ -7,9 +7,9 @@ effects (joining a round, the exit barrier) turn their outcome into the next obs
 
 Worker exits are seen the moment they happen (``PContext.wait`` wakes on an exit). Membership is
 looked at every 0.25 s while workers run; where the store holds a wait for any of several keys
-(our TCPStore) a watcher thread (:mod:`round_watch`) blocks in it and the loop looks at its next
-pass after the wait fires (within ``monitor_interval``), and the periodic look then only times
-the ring successor's heartbeat (every heartbeat interval, at most every 0.25 s).
+(our TCPStore) a watcher thread (:mod:`round_watch`) blocks in it and, when the wait fires,
+interrupts the loop's wait for the workers, so the loop looks at once; the periodic look then
+only times the ring successor's heartbeat (every heartbeat interval, at most every 0.25 s).
 
 The effects are carried out by handlers named ``_do_<EffectType>``: the common ones are in
 :mod:`effect_handlers`. Over a rendezvous that restarts a round in place (the dynamic handler), a
@@ -263,7 +263,17 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         from tpelastic.adapters.agent.round_watch import RoundWatcher
 
         name = f"tpelastic-round-watch-{attempt_name(round_no, attempt)}"
-        self._watcher = RoundWatcher(self._membership.wait_for_change, name=name).start()
+        self._watcher = RoundWatcher(
+            self._membership.wait_for_change, name=name, on_fire=self._wake_from_workers_wait
+        ).start()
+
+    def _wake_from_workers_wait(self) -> None:
+        """The round watcher fired: end the loop's wait for the workers now, so the look that
+        follows is not up to ``monitor_interval`` late."""
+        context = self._current_context()
+        interrupt = getattr(context, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
 
     def _unwatch(self) -> None:
         watcher, self._watcher = self._watcher, None

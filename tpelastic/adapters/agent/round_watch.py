@@ -3,8 +3,9 @@
 The agent's loop looks at the rendezvous (closed? next round opened? nodes waiting?) when a
 pass comes round. Without help it must look every fraction of a second to notice a leave or a
 join quickly. This thread blocks in ``Membership.wait_for_change`` (one held store request,
-answered by the first key written) and, when it returns True, raises a flag that the loop takes
-on its next pass (at most ``monitor_interval`` later) and looks at once.
+answered by the first key written) and, when it returns True, raises a flag and calls its
+``on_fire`` hook, which wakes the loop out of its wait for the workers: the loop takes the flag
+and looks at once, not at its next pass (``monitor_interval`` later).
 
 It decides nothing: what the look means is the core's decision. One watcher per round, started
 when the workers start; ``stop`` only raises a flag, because a thread blocked in the store is
@@ -35,10 +36,20 @@ class RoundWatcher:
             Exceptions are logged and retried after a pause (the loop's looks report them).
         name: the thread's name.
         slice_: the longest single wait.
+        on_fire: called (on the watcher's thread) right after the flag is raised; must not
+            block. Exceptions are logged.
     """
 
-    def __init__(self, wait: Callable[[float], bool], *, name: str, slice_: float = SLICE) -> None:
+    def __init__(
+        self,
+        wait: Callable[[float], bool],
+        *,
+        name: str,
+        slice_: float = SLICE,
+        on_fire: Callable[[], None] | None = None,
+    ) -> None:
         self._wait = wait
+        self._on_fire = on_fire
         self._slice = slice_
         self._fired = threading.Event()
         self._taken = threading.Event()
@@ -95,6 +106,11 @@ class RoundWatcher:
                 continue
             self._taken.clear()
             self._fired.set()
+            if self._on_fire is not None:
+                try:
+                    self._on_fire()
+                except Exception as error:  # the flag alone still reaches the loop's next pass
+                    log.warning("round watcher: waking the agent failed: %s", error)
             # The key that fired stays present until the loop's look has seen it (the handler
             # then leaves it out); waiting again before would return at once, over and over.
             # Bounded: a loop busy elsewhere (a join, the exit barrier) costs one wait per slice.

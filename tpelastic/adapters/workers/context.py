@@ -180,6 +180,7 @@ class PContext(abc.ABC):
         self._cond = threading.Condition()
         self._closing = False
         self._closed = False
+        self._interrupted = False  # set by interrupt(), taken by the next wait()
         self._failures: dict[int, ProcessFailure] = {}
         self._wake_r, self._wake_w = os.pipe()
         self._watcher = threading.Thread(target=self._watch, name=f"watch-{name}", daemon=True)
@@ -282,7 +283,8 @@ class PContext(abc.ABC):
 
         Returns:
             A ``RunProcsResult`` once every worker exited 0 or any worker failed (the others keep
-            running: call ``close``), else None when ``timeout`` passed first.
+            running: call ``close``), else None when ``timeout`` passed first or
+            :meth:`interrupt` was called.
         """
         deadline = None if timeout < 0 else time.monotonic() + timeout
         with self._cond:
@@ -291,7 +293,18 @@ class PContext(abc.ABC):
                 left = None if deadline is None else deadline - time.monotonic()
                 if result is not None or (left is not None and left <= 0):
                     return result
+                if self._interrupted:
+                    self._interrupted = False
+                    return None
                 self._cond.wait(period if left is None else min(period, left))
+
+    def interrupt(self) -> None:
+        """End the current (or the next) :meth:`wait` early, returning None unless the group is
+        done: another thread has news for the waiter (the agent's round watcher saw the round
+        change). Never blocks for long; safe from any thread."""
+        with self._cond:
+            self._interrupted = True
+            self._cond.notify_all()
 
     def _result_locked(self) -> RunProcsResult | None:
         ended = [w for w in self._workers.values() if w.exitcode is not None]
