@@ -9,7 +9,7 @@ from __future__ import annotations
 from attrs import evolve
 
 from tpelastic.core.agent import events as ev
-from tpelastic.core.agent.guards import FailureEvent, attempt_restart_count
+from tpelastic.core.agent.guards import FailureEvent, count_at_attempt
 from tpelastic.core.agent.states import (
     EXIT_OK,
     EXIT_RENDEZVOUS_FAILED,
@@ -119,7 +119,7 @@ def restart_after_failure(state: AgentState, event: FailureEvent, config: AgentC
 
 def _restart_as(state: AgentState, attempt: int, reason: str) -> tuple[AgentState, object]:
     """The state and StartWorkers of ``attempt`` of this node's round (same ranks and world)."""
-    count = attempt_restart_count(state, attempt)
+    count = count_at_attempt(state, attempt)
     new = evolve(state, attempt=attempt, restart_count=count)
     start = ev.StartWorkers(
         round=state.round,
@@ -153,7 +153,7 @@ def follow_attempt(state: AgentState, event: ev.AttemptOpened, config: AgentConf
 def fail_attempt_over_budget(
     state: AgentState, event: ev.AttemptOpened, config: AgentConfig
 ) -> Out:
-    count = attempt_restart_count(state, event.attempt)
+    count = count_at_attempt(state, event.attempt)
     reason = f"round {event.round} attempt {event.attempt} has restart_count {count} > max_restarts"
     effects = (
         *_stop_if_running(state, reason),

@@ -69,8 +69,10 @@ def newer_round(state: AgentState, event: ev.NextRoundOpened, config: AgentConfi
     return event.round > state.round
 
 
-def attempt_restart_count(state: AgentState, attempt: int) -> int:
-    """The job-wide restart count of ``attempt`` of this node's round: the round's + attempt."""
+def count_at_attempt(state: AgentState, attempt: int) -> int:
+    """The job-wide restart count of ``attempt`` of this node's round: the round's + attempt
+    (the agent's view of ``core.rendezvous.attempts.attempt_restart_count``: it knows its own
+    count and attempt, not the round's result)."""
     return state.restart_count - state.attempt + attempt
 
 
@@ -80,13 +82,13 @@ def _newer_attempt(state: AgentState, event: ev.AttemptOpened) -> bool:
 
 def attempt_fits(state: AgentState, event: ev.AttemptOpened, config: AgentConfig) -> bool:
     """Is it a newer attempt of this node's round, its restart count within max_restarts?"""
-    in_budget = attempt_restart_count(state, event.attempt) <= config.max_restarts
+    in_budget = count_at_attempt(state, event.attempt) <= config.max_restarts
     return _newer_attempt(state, event) and in_budget
 
 
 def attempt_over_budget(state: AgentState, event: ev.AttemptOpened, config: AgentConfig) -> bool:
     """Is it a newer attempt of this node's round whose restart count is past max_restarts?"""
-    over = attempt_restart_count(state, event.attempt) > config.max_restarts
+    over = count_at_attempt(state, event.attempt) > config.max_restarts
     return _newer_attempt(state, event) and over
 
 
