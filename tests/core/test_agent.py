@@ -111,6 +111,14 @@ EXAMPLES = [
     ),
     ("world full", FULL, ag.NodesWaiting(now=3.0, count=1), P.RUNNING, [], None),
     (
+        "keep-alive lapsed: fenced, re-joins",
+        RUNNING,
+        ag.KeepAliveLapsed(now=3.0, reason="paused"),
+        P.RENDEZVOUS,
+        [ag.StopWorkers, Emit, ag.OpenNextRound, ag.JoinRendezvous],
+        None,
+    ),
+    (
         "fenced out",
         RUNNING,
         ag.NextRoundOpened(now=3.0, round=5, reason="peer failed"),

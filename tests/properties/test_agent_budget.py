@@ -32,7 +32,7 @@ from tpelastic.core.values import Rejected
 from tpelastic.core.worker_group import WorkerFailure
 
 FAILURE_EVENTS = (ag.WorkersFailed, ag.WorkerStuck)
-MEMBERSHIP_EVENTS = (ag.AgentStarted, ag.NodesWaiting, ag.NextRoundOpened)
+MEMBERSHIP_EVENTS = (ag.AgentStarted, ag.NodesWaiting, ag.NextRoundOpened, ag.KeepAliveLapsed)
 MAX_NODES_EVER = 6
 MAX_DEPARTURES = 2
 
@@ -304,6 +304,13 @@ class AgentsAndBudget(RuleBasedStateMachine):
             for target, event in self.fence_members(node, "member died"):
                 self.deliver(target, event)
 
+    @precondition(lambda self: self.live(P.RUNNING))
+    @rule(data=st.data())
+    def keep_alive_lapses(self, data: st.DataObject) -> None:
+        """A member was paused (or could not reach the store) past its keep-alive."""
+        node = data.draw(st.sampled_from(self.live(P.RUNNING)))
+        self.deliver(node, ag.KeepAliveLapsed(now=self.now, reason="paused"))
+
     @precondition(lambda self: self.live() and self.departures < MAX_DEPARTURES)
     @rule(data=st.data(), signum=st.sampled_from([2, 15]))
     def signal(self, data: st.DataObject, signum: int) -> None:
@@ -407,6 +414,20 @@ class AgentsAndBudget(RuleBasedStateMachine):
                 P.EXIT_BARRIER,
             )
             assert not left_running or kinds[:1] == [ag.StopWorkers], record
+
+    @invariant()
+    def inv_A12_fencing_is_not_failing(self) -> None:
+        """A lapsed keep-alive stops the node's workers, ends its world and re-joins without
+        reporting a failure: it never ends the agent, closes the job or spends budget."""
+        for record in self.new_records("inv_A12_fencing_is_not_failing"):
+            if not isinstance(record.event, ag.KeepAliveLapsed):
+                continue
+            kinds = [type(e) for e in record.result.effects]
+            assert record.result.state.phase is P.RENDEZVOUS, record
+            assert record.result.state.restart_count == record.before.restart_count
+            assert kinds[0] is ag.StopWorkers and kinds[-1] is ag.JoinRendezvous, record
+            assert ag.OpenNextRound in kinds and ag.CloseRendezvous not in kinds, record
+            assert ag.JoinRendezvous(failure=False) in record.result.effects
 
     @invariant()
     def inv_A2_signal_never_closes(self) -> None:

@@ -228,8 +228,7 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
             publish.workers(UNHEALTHY=1, HEALTHY=self._spec.local_world_size - 1)
             return core.WorkerStuck(now=now, local_rank=stall.rank, idle_for=stall.idle_for)
         if not self._membership.healthy():
-            reason = "keep-alive lost: this node stopped its workers (self-fencing)"
-            return core.RendezvousFailed(now=now, reason=reason, kind="connection")
+            return core.KeepAliveLapsed(now=now, reason="this node's heartbeats stopped landing")
         watcher = self._watcher
         woken = watcher is not None and watcher.take()
         if not woken and now < self._next_look:

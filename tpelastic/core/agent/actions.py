@@ -189,6 +189,20 @@ def rejoin(state: AgentState, event: ev.NextRoundOpened, config: AgentConfig) ->
     return state, (*_stop_if_running(state, reason), ev.JoinRendezvous(failure=False))
 
 
+def fence(state: AgentState, event: ev.KeepAliveLapsed, config: AgentConfig) -> Out:
+    # Peers may already have found this node dead and formed a world without it; opening the
+    # next round (a no-op when they did) makes sure nobody trains on with this node's ranks.
+    reason = f"keep-alive lapsed ({event.reason}): fencing this node's workers and re-joining"
+    warning = Emit(name="agent.warning", fields=(("reason", reason), ("round", state.round)))
+    effects = (
+        ev.StopWorkers(reason=reason),
+        warning,
+        ev.OpenNextRound(reason="membership", after_round=state.round),
+        ev.JoinRendezvous(failure=False),
+    )
+    return state, effects
+
+
 def close_succeeded(state: AgentState, event: ev.ExitBarrierPassed, config: AgentConfig) -> Out:
     close = ev.CloseRendezvous(outcome="succeeded", reason="every node finished")
     return _finish(state, EXIT_OK), (close,)

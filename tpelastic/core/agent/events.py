@@ -137,6 +137,19 @@ class AttemptOpened:
 
 
 @frozen(kw_only=True)
+class KeepAliveLapsed:
+    """This node's heartbeats stopped landing long enough that a peer may find it dead (e.g.
+    the process was paused, or the store stopped answering): its workers must not train on."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    reason: str
+
+
+@frozen(kw_only=True)
 class ExitBarrierPassed:
     """Every node of the round reached the exit barrier."""
 
@@ -193,6 +206,7 @@ AgentEventT = (
     | NodesWaiting
     | NextRoundOpened
     | AttemptOpened
+    | KeepAliveLapsed
     | ExitBarrierPassed
     | ExitBarrierTimedOut
     | RendezvousClosed
@@ -208,6 +222,7 @@ AGENT_EVENTS: tuple[type, ...] = (
     NodesWaiting,
     NextRoundOpened,
     AttemptOpened,
+    KeepAliveLapsed,
     ExitBarrierPassed,
     ExitBarrierTimedOut,
     RendezvousClosed,
@@ -339,6 +354,7 @@ __all__ = [
     "ExitBarrierPassed",
     "ExitBarrierTimedOut",
     "JoinRendezvous",
+    "KeepAliveLapsed",
     "LeaveRendezvous",
     "NextRoundOpened",
     "NodesWaiting",

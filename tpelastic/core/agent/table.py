@@ -15,6 +15,8 @@ actions in actions.py, all pure. Rules the rows keep:
   fails and the rendezvous is closed for everyone.
 * A membership change (nodes waiting, a peer opening the next round) re-joins without a report,
   so it spends nothing.
+* A lapsed keep-alive fences the node (stop its workers, end the world) and re-joins: fencing
+  is not failing, and it spends no budget.
 * A signal leaves the rendezvous gracefully and never closes it for the others.
 """
 
@@ -146,6 +148,13 @@ ROWS = (
         dst=A.RENDEZVOUS,
         note="already joining: the next round carries the attempts into its restart count",
     ),
+    Row(
+        src=A.RUNNING,
+        on=ev.KeepAliveLapsed,
+        dst=A.RENDEZVOUS,
+        action="fence",
+        note="fencing is not failing: stop the workers, end the world, re-join (no budget)",
+    ),
     Row(src=A.EXIT_BARRIER, on=ev.ExitBarrierPassed, dst=A.SUCCEEDED, action="close_succeeded"),
     Row(
         src=A.EXIT_BARRIER,
@@ -193,6 +202,7 @@ ACTIONS: dict[str, Action] = {
     "fail_job": act.fail_job,
     "scale_up": act.scale_up,
     "rejoin": act.rejoin,
+    "fence": act.fence,
     "close_succeeded": act.close_succeeded,
     "succeed_unconfirmed": act.succeed_unconfirmed,
     "follow_close": act.follow_close,
@@ -219,7 +229,8 @@ TABLE = build_table(
         "its workers for it (restart count: the round's plus the attempt), otherwise it re-joins "
         "reporting the failure and the next round spends the unit. Without budget it "
         "fails the job and closes the rendezvous; a membership change re-joins without "
-        "spending; a signal leaves gracefully and never closes the rendezvous. Exit codes: 0 "
+        "spending; a lapsed keep-alive fences the node's workers and re-joins (no budget); a "
+        "signal leaves gracefully and never closes the rendezvous. Exit codes: 0 "
         "succeeded, 1 workers failed with no budget left (or the job failed elsewhere), 3 "
         "rendezvous failed, 128+signum interrupted by that signal."
     ),

@@ -1,0 +1,45 @@
+"""Availability with real agents on 127.0.0.1 (tcp backend): a paused agent, the store host
+included, re-joins instead of ending the job (specs/agent.md, A12)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from e2e_helpers import finish, free_port, records, wait_for_records
+from e2e_helpers import tcp_node as node
+
+pytestmark = pytest.mark.slow
+
+# keep_alive_interval 0.3 x keep_alive_max_attempt 3 (e2e_helpers.FAST): a pause this long
+# lets the paused node's keep-alive lapse and its peers find it dead.
+PAUSE = 0.3 * 3 + 1.5
+
+
+def _pause(pid: int, seconds: float) -> None:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+@pytest.mark.parametrize("paused", ["peer", "store_host"])
+def test_a_paused_agent_rejoins_and_the_job_finishes(
+    paused: str, tmp_path: Path, out: Path
+) -> None:
+    port = free_port()
+    work = ("--out", str(out), "--hold", "6")
+    a = node(port, "pause", "1:2", tmp_path / "a.log", *work, conf=",is_host=1")
+    b = node(port, "pause", "1:2", tmp_path / "b.log", *work, conf=",is_host=0")
+    wait_for_records(out, 4)
+    _pause((a if paused == "store_host" else b).pid, PAUSE)
+    assert finish(a, tmp_path / "a.log") == 0, (tmp_path / "a.log").read_text()
+    assert finish(b, tmp_path / "b.log") == 0, (tmp_path / "b.log").read_text()
+    rounds = {r["round"] for r in records(out)}
+    assert len(rounds) >= 2, rounds  # the pause fenced the world: a new round trained
+    for log in ("a.log", "b.log"):
+        assert "job failed" not in (tmp_path / log).read_text()
