@@ -24,6 +24,11 @@ def sample(counter, waiting=False):
     return ProgressSample(counter=counter, waiting=waiting)
 
 
+def cw(found):
+    """Counter and waiting flag of a sample (the step time varies from run to run)."""
+    return None if found is None else (found.counter, found.waiting)
+
+
 def test_watch_names_the_rank_that_stopped_after_the_idle_timeout():
     watch = ProgressWatch([0, 1, 2], now=0.0, idle_timeout=10.0)
     for t in range(1, 10):
@@ -65,15 +70,40 @@ def test_watch_refuses_bad_input():
 def test_reporter_file_round_trip_and_unreadable_files(tmp_path):
     path = tmp_path / "p"
     reporter = ProgressReporter(path)
-    assert read_progress(path) == sample(0)
+    assert cw(read_progress(path)) == cw(sample(0))
     reporter.step()
     reporter.step(4)
     reporter.set_waiting(True)
-    assert read_progress(path) == sample(5, True)
+    assert cw(read_progress(path)) == cw(sample(5, True))
     reporter.close()
     assert read_progress(tmp_path / "missing") is None
     (tmp_path / "junk").write_bytes(b"hello")
     assert read_progress(tmp_path / "junk") is None
+
+
+def test_record_carries_step_time_and_the_last_collective(tmp_path):
+    path = tmp_path / "p"
+    reporter = ProgressReporter(path)
+    reporter.step()
+    assert read_progress(path).step_seconds is None  # one step: no duration yet
+    time.sleep(0.05)
+    reporter.step()
+    reporter.entered("all_reduce")
+    found = read_progress(path)
+    assert 0.04 <= found.step_seconds < 30.0
+    assert (found.counter, found.waiting, found.collectives, found.collective) == (
+        2,
+        True,
+        1,
+        "all_reduce",
+    )
+    reporter.left()
+    reporter.entered("all gather/x" * 5)  # not a plain name: made one, cut to fit
+    found = read_progress(path)
+    assert (found.collectives, found.collective) == (2, "all_gather_xall_gather_x")
+    reporter.left()
+    assert read_progress(path).waiting is False
+    reporter.close()
 
 
 def test_step_follows_the_environment(monkeypatch, tmp_path):
@@ -82,8 +112,8 @@ def test_step_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv(PROGRESS_FILE_ENV, str(tmp_path / "a"))
     assert progress.step() == 1
     with progress.waiting():
-        assert read_progress(tmp_path / "a") == sample(1, True)
-    assert read_progress(tmp_path / "a") == sample(1, False)
+        assert cw(read_progress(tmp_path / "a")) == cw(sample(1, True))
+    assert cw(read_progress(tmp_path / "a")) == cw(sample(1, False))
     monkeypatch.delenv(PROGRESS_FILE_ENV)
     assert progress.step() is None
 
@@ -157,8 +187,8 @@ def test_barrier_marks_the_waiting_rank_so_the_hung_one_is_named_first(tmp_path)
         for r in (0, 1)
     ]
     try:
-        wait_for(lambda: read_progress(paths[0]) == sample(3, True))
-        wait_for(lambda: read_progress(paths[1]) == sample(3, False))
+        wait_for(lambda: cw(read_progress(paths[0])) == cw(sample(3, True)))
+        wait_for(lambda: cw(read_progress(paths[1])) == cw(sample(3, False)))
         watch = ProgressWatch([0, 1], now=0.0, idle_timeout=5.0)
         watch.observe_all({r: read_progress(p) for r, p in paths.items()}, now=1.0)
         stalls = watch.stalled(now=6.0)

@@ -87,6 +87,24 @@ def test_flags_fill_the_launch_config(tmp_path: Path) -> None:
         None,
     )
     assert not off.timers and off.metrics_cfg == {}
+    assert (off.metrics_host, off.health_host) == ("127.0.0.1", "127.0.0.1")
+
+
+@pytest.mark.parametrize(
+    ("value", "bound"),
+    [
+        ("9100", ("127.0.0.1", 9100)),
+        ("0.0.0.0:9100", ("0.0.0.0", 9100)),
+        (":9100", ("0.0.0.0", 9100)),
+        ("[::]:9100", ("::", 9100)),
+        ("node1.example:9100", ("node1.example", 9100)),
+    ],
+)
+def test_endpoint_flags_take_a_host_and_port(value: str, bound: tuple[str, int]) -> None:
+    metrics = _config("--standalone", "--metrics-addr", value)
+    assert (metrics.metrics_host, metrics.metrics_port) == bound
+    health = _config("--standalone", "--health-port", value)
+    assert (health.health_host, health.health_port) == bound
 
 
 def test_environment_variables_set_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,6 +125,9 @@ def test_environment_variables_set_the_defaults(monkeypatch: pytest.MonkeyPatch)
         (("--stall-first-step-timeout", "-1"), "--stall-first-step-timeout must be a positive"),
         (("--health-port", "70000"), "--health-port must be in 1..65535"),
         (("--metrics-port", "x"), "--metrics-port must be an integer"),
+        (("--metrics-addr", "0.0.0.0:"), "no port after the host"),
+        (("--health-addr", "::1:80"), "IPv6 address in brackets"),
+        (("--health-addr", "h:0"), "--health-port must be"),
         (("--events", "console", "--events-file", "f"), "use one of --events and --events-file"),
     ],
 )

@@ -9,27 +9,47 @@ Agent side: :func:`read_progress` reads a file, and :class:`ProgressWatch` turns
 fed, with the agent's own monotonic ``now``, into "rank r idle for X s". The watch reads no clock
 and touches no file, so it is tested with plain numbers.
 
-File format (23 bytes, rewritten in place): ``"%020d %d\\n" % (counter, waiting)``.
+File format (85 bytes of ASCII, rewritten in place with one ``pwrite``)::
+
+    "%020d %d %015d %020d %-24s\\n" % (counter, waiting, step_us, collectives, collective)
+
+``step_us`` is how long the last step took (microseconds between the last two :func:`step`
+calls, 0 before the second), ``collectives`` how many collectives this worker has entered and
+``collective`` the name of the last one (``-`` before the first); see
+:mod:`tpelastic.adapters.collectives`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator, Mapping
 
 from attrs import frozen
 
 PROGRESS_FILE_ENV = "TPELASTIC_PROGRESS_FILE"
-_RECORD_LEN = 23
+_RECORD_LEN = 85
+_NAME_LEN = 24
 
 
 @frozen(kw_only=True)
 class ProgressSample:
-    """One read of a worker's progress file."""
+    """One read of a worker's progress file.
+
+    Attributes:
+        counter: steps so far.
+        waiting: inside a wait on other ranks (``waiting()``, or a collective when hooked).
+        step_seconds: how long the last step took; None before the second step.
+        collectives: how many collectives the worker has entered (0 when not hooked).
+        collective: the last collective's name ("" before the first).
+    """
 
     counter: int
     waiting: bool
+    step_seconds: float | None = None
+    collectives: int = 0
+    collective: str = ""
 
 
 class ProgressReporter:
@@ -39,20 +59,45 @@ class ProgressReporter:
         self.path = os.fspath(path)
         self.counter = 0
         self.waiting = False
+        self.step_us = 0
+        self.collectives = 0
+        self.collective = "-"
+        self._last_step: float | None = None
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self._write()
 
     def _write(self) -> None:
         # One pwrite of a fixed-size record at offset 0: a reader sees the old or the new
         # record, and a torn read (if the OS ever allows one) fails to parse and is skipped.
-        record = f"{self.counter:020d} {int(self.waiting)}\n".encode("ascii")
-        os.pwrite(self._fd, record, 0)
+        record = (
+            f"{self.counter:020d} {int(self.waiting)} {min(self.step_us, 10**15 - 1):015d} "
+            f"{self.collectives:020d} {self.collective:<{_NAME_LEN}.{_NAME_LEN}}\n"
+        )
+        os.pwrite(self._fd, record.encode("ascii"), 0)
 
     def step(self, n: int = 1) -> int:
         """Add ``n`` steps; returns the new counter."""
+        # The worker's own monotonic clock: a step's duration never mixes two hosts' clocks.
+        now = time.monotonic()
+        if self._last_step is not None and n > 0:
+            self.step_us = int((now - self._last_step) * 1e6 / n)
+        self._last_step = now
         self.counter += n
         self._write()
         return self.counter
+
+    def entered(self, collective: str) -> None:
+        """The worker entered collective ``collective`` (counted, and marked as waiting)."""
+        self.collectives += 1
+        name = "".join(c if c.isalnum() or c == "_" else "_" for c in collective)
+        self.collective = name[:_NAME_LEN] or "-"
+        self.waiting = True
+        self._write()
+
+    def left(self) -> None:
+        """The worker's collective returned (or raised): no longer waiting."""
+        self.waiting = False
+        self._write()
 
     def set_waiting(self, waiting: bool) -> None:
         self.waiting = waiting
@@ -134,11 +179,19 @@ def read_progress(path: str | os.PathLike[str]) -> ProgressSample | None:
     except OSError:
         return None
     parts = raw.split()
-    if len(raw) != _RECORD_LEN or len(parts) != 2 or parts[1] not in (b"0", b"1"):
+    if len(raw) != _RECORD_LEN or len(parts) != 5 or parts[1] not in (b"0", b"1"):
         return None
     try:
-        return ProgressSample(counter=int(parts[0]), waiting=parts[1] == b"1")
-    except ValueError:
+        step_us = int(parts[2])
+        name = parts[4].decode("ascii")
+        return ProgressSample(
+            counter=int(parts[0]),
+            waiting=parts[1] == b"1",
+            step_seconds=step_us / 1e6 if step_us > 0 else None,
+            collectives=int(parts[3]),
+            collective="" if name == "-" else name,
+        )
+    except (ValueError, UnicodeDecodeError):
         return None
 
 
@@ -188,6 +241,7 @@ class ProgressWatch:
         self._last: dict[int, tuple[int | None, float, bool]] = {
             r: (None, now, False) for r in ranks
         }
+        self._samples: dict[int, ProgressSample | None] = dict.fromkeys(ranks)
 
     def observe(self, rank: int, sample: ProgressSample | None, now: float) -> None:
         """Feed one read of ``rank``'s progress; None (nothing readable yet) changes nothing.
@@ -200,6 +254,7 @@ class ProgressWatch:
         counter, since, _ = self._last[rank]
         if sample is None:
             return
+        self._samples[rank] = sample
         # A fresh file holds 0: that is the worker starting, not a step, so it opens no new window.
         if sample.counter != counter and not (counter is None and sample.counter == 0):
             since = now
@@ -218,6 +273,10 @@ class ProgressWatch:
             if idle >= limit:
                 stalls.append(Stall(rank=rank, idle_for=idle, counter=counter, waiting=waiting))
         return sorted(stalls, key=lambda s: (s.waiting, s.rank))
+
+    def samples(self) -> dict[int, ProgressSample | None]:
+        """The last readable sample of each rank (None before the first)."""
+        return dict(self._samples)
 
     def last_progress_age(self, now: float) -> dict[int, float]:
         """Seconds since each rank's last progress (for the health endpoint)."""

@@ -225,6 +225,8 @@ def config_from_args(ns: Namespace) -> Any:
         raise UsageError(f"--master-port must be in 1..65535, got {master_port}")
     nproc = parse_nproc(ns.nproc_per_node)
     redirects, tee = _streams(ns, nproc)
+    metrics_host, metrics_port = parse_bind("metrics-port", ns.metrics_port)
+    health_host, health_port = parse_bind("health-port", ns.health_port)
     try:
         return LaunchConfig(
             min_nodes=min_nodes,
@@ -249,13 +251,15 @@ def config_from_args(ns: Namespace) -> Any:
             events=_events(ns),
             standalone=bool(ns.standalone),
             metrics_cfg={"tpelastic": ns.metrics} if ns.metrics else {},
-            metrics_port=_port("metrics-port", ns.metrics_port),
+            metrics_host=metrics_host,
+            metrics_port=metrics_port,
             timers=bool(ns.timers),
             stall_timeout=_float("stall-timeout", ns.stall_timeout) if ns.stall_timeout else None,
             stall_first_step_timeout=_optional_float(
                 "stall-first-step-timeout", ns.stall_first_step_timeout
             ),
-            health_port=_port("health-port", ns.health_port),
+            health_host=health_host,
+            health_port=health_port,
         )
     except ConfigError as error:
         raise UsageError(str(error)) from None
@@ -280,6 +284,27 @@ def _port(flag: str, text: object) -> int | None:
     if port > 65535:
         raise UsageError(f"--{flag} must be in 1..65535, got {port}")
     return port
+
+
+def parse_bind(flag: str, text: object) -> tuple[str, int | None]:
+    """``PORT`` (on 127.0.0.1), ``HOST:PORT``, ``[V6]:PORT`` or ``:PORT`` (every address).
+
+    Raises:
+        UsageError: a malformed value or a port outside 1..65535, naming the flag.
+    """
+    value = "" if text is None else str(text).strip()
+    if not value:
+        return "127.0.0.1", None
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        return "127.0.0.1", _port(flag, value)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise UsageError(f"--{flag}: write an IPv6 address in brackets, e.g. [::1]:9100")
+    if not port.strip():
+        raise UsageError(f"--{flag} {value!r}: no port after the host (HOST:PORT)")
+    return host or "0.0.0.0", _port(flag, port)
 
 
 def _streams(ns: Namespace, nproc: int) -> tuple[Any, Any]:

@@ -1,4 +1,4 @@
-"""The Prometheus handler serves the agent's metrics on 127.0.0.1, scraped over real HTTP."""
+"""The Prometheus handler: the agent's metrics as conventional series, scraped over real HTTP."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ import pytest
 
 pytest.importorskip("prometheus_client")  # the optional extra; the test extra installs it
 
+from prometheus_client.parser import text_string_to_metric_families
+
+from tpelastic import __version__
+from tpelastic.adapters.sinks.prometheus import series_name
 from tpelastic.metrics import AgentMetric, MetricData, PrometheusMetricHandler
+
+BASE = {"run_id": "job-7", "node": "n1", "role": "trainer"}
 
 
 def scrape(url: str) -> str:
@@ -21,37 +27,76 @@ def put(handler, name, value, group="tpelastic"):
     handler.emit(MetricData(timestamp=0.0, group=group, name=name, value=value))
 
 
-def test_endpoint_shows_the_agent_metrics():
-    handler = PrometheusMetricHandler(port=0)
+def samples(text):
+    """(sample name, labels without the base ones) -> value; checks the base labels."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = dict(s.labels)
+            if s.name.startswith(("tpelastic_", "trainer_")):
+                assert {k: labels.pop(k) for k in BASE} == BASE, s
+            found[(s.name, tuple(sorted(labels.items())))] = s.value
+    return found
+
+
+def test_agent_metrics_become_conventional_series():
+    handler = PrometheusMetricHandler(port=0, node="n1", run_id="job-7", role="trainer")
     try:
         put(handler, AgentMetric.RDZV_DURATION_S, 2.5)
+        put(handler, AgentMetric.RDZV_DURATION_S, 0.02)
         put(handler, AgentMetric.RDZV_ROUND, 3)
         put(handler, AgentMetric.RESTARTS_USED, 1)
+        put(handler, AgentMetric.RESTARTS_USED, 3)
+        put(handler, AgentMetric.RESTARTS_USED, 3)  # the job's count: the counter follows it
         put(handler, AgentMetric.RESTARTS_LEFT, 2)
+        put(handler, AgentMetric.WORLD_SIZE, 8)
+        put(handler, AgentMetric.NODES, 2)
         put(handler, "workers.HEALTHY", 4)
-        put(handler, "workers.FAILED", 1)
-        put(handler, "failures.timeout", 1)
-        put(handler, "failures.timeout", 1)
+        put(handler, "failures.timer", 1)
+        put(handler, "failures.timer", 1)
+        put(handler, AgentMetric.RANK_STEP_PREFIX + "5", 120)
+        put(handler, AgentMetric.RANK_STEP_TIME_PREFIX + "5", 0.125)
         put(handler, "loss", 0.25, group="trainer")
-        text = scrape(handler.url)
+        put(handler, "Trainer.step.duration.ms", 12, group="tpelastic")
+        found = samples(scrape(handler.url))
     finally:
         handler.close()
-    lines = set(text.splitlines())
-    assert "tpelastic_rendezvous_duration_seconds 2.5" in lines
-    assert "tpelastic_rendezvous_round 3.0" in lines
-    assert "tpelastic_restarts_used 1.0" in lines
-    assert "tpelastic_restarts_left 2.0" in lines
-    assert 'tpelastic_workers{state="HEALTHY"} 4.0' in lines
-    assert 'tpelastic_workers{state="FAILED"} 1.0' in lines
-    assert 'tpelastic_failures_total{reason="timeout"} 2.0' in lines
-    assert 'tpelastic_metric{group="trainer",name="loss"} 0.25' in lines
+    assert found[("tpelastic_info", (("version", __version__),))] == 1
+    assert found[("tpelastic_rendezvous_duration_seconds_count", ())] == 2
+    assert found[("tpelastic_rendezvous_duration_seconds_sum", ())] == pytest.approx(2.52)
+    assert found[("tpelastic_rendezvous_duration_seconds_bucket", (("le", "0.05"),))] == 1
+    assert found[("tpelastic_rendezvous_round", ())] == 3
+    assert found[("tpelastic_restarts_total", ())] == 3
+    assert found[("tpelastic_restarts_left", ())] == 2
+    assert found[("tpelastic_world_size", ())] == 8
+    assert found[("tpelastic_nodes", ())] == 2
+    assert found[("tpelastic_workers", (("state", "HEALTHY"),))] == 4
+    assert found[("tpelastic_worker_failures_total", (("reason", "timer"),))] == 2
+    assert found[("tpelastic_rank_step", (("rank", "5"),))] == 120
+    assert found[("tpelastic_rank_step_seconds", (("rank", "5"),))] == 0.125
+    assert found[("trainer_loss", ())] == 0.25
+    assert found[("tpelastic_Trainer_step_duration_ms", ())] == 12
+    assert any(name == "process_cpu_seconds_total" for name, _ in found)
+    assert not any(name == "tpelastic_metric" for name, _ in found)  # no names in labels
+
+
+def test_names_made_legal_and_a_taken_name_is_dropped_not_fatal(caplog):
+    assert series_name("my-group", "a.b/c") == "my_group_a_b_c"
+    assert series_name("9g", "x") == "_9g_x"
+    handler = PrometheusMetricHandler(serve=False)
+    put(handler, "info", 5)  # would be tpelastic_info: taken by the info series
+    put(handler, "info", 6)
+    content_type, body = handler.exposition()
+    assert content_type.startswith("text/plain")
+    assert b"tpelastic_info{" in body and b" 5.0" not in body
+    assert sum("name taken" in r.message for r in caplog.records) == 1
 
 
 def test_close_frees_the_port_and_two_handlers_coexist():
     a, b = PrometheusMetricHandler(port=0), PrometheusMetricHandler(port=0)
     put(a, AgentMetric.RDZV_ROUND, 1)
-    assert "tpelastic_rendezvous_round 1.0" in scrape(a.url)
-    assert "tpelastic_rendezvous_round 0.0" in scrape(b.url)  # separate registries
+    assert "tpelastic_rendezvous_round{" in scrape(a.url)
+    assert "tpelastic_rendezvous_round{" not in scrape(b.url)  # separate registries
     url = a.url
     a.close()
     a.close()  # idempotent

@@ -89,7 +89,9 @@ class EffectHandlers:
             self._queue.append(core.RendezvousFailed(now=now, reason=str(error), kind=kind))
             return
         facts = joined.facts
-        publish.round_joined(facts, time.monotonic() - started, self._spec.max_restarts)
+        publish.round_joined(
+            facts, time.monotonic() - started, self._spec.max_restarts, self._spec.local_world_size
+        )
         self._obs.rendezvous(
             "round_joined",
             "RUNNING",

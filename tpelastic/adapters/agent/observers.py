@@ -8,7 +8,8 @@ when it is enabled, so a default run loads nothing from here but this file:
 * timers (``spec.timers``): a named-pipe ``FileTimerServer``; workers get ``TPELASTIC_TIMER_FILE``.
 * progress (``spec.stall_timeout`` or ``spec.health_port``): workers get
   ``TPELASTIC_PROGRESS_FILE``; with a stall timeout a worker idle that long is reported stuck.
-* health (``spec.health_port``): ``GET /health`` on 127.0.0.1 with a live snapshot.
+* health (``spec.health_port``): ``GET /health`` on ``spec.health_host`` with a live snapshot,
+  and ``GET /metrics`` from the Prometheus handler the process routes group ``tpelastic`` to.
 
 Threads: the agent's own thread calls everything here except :meth:`Observers.snapshot` (the
 health server's thread) and the timer callback (the timer server's thread); both only touch
@@ -106,12 +107,14 @@ class Observers:
         if self._spec.health_port is not None:
             from tpelastic.adapters.health import HealthServer
 
-            port = self._spec.health_port
+            port, host = self._spec.health_port, self._spec.health_host
             try:
-                self._health = HealthServer(self.snapshot, port=port)
+                self._health = HealthServer(
+                    self.snapshot, port=port, host=host, metrics=routed_metrics
+                )
             except OSError as error:
                 raise OSError(
-                    f"health endpoint: cannot listen on 127.0.0.1:{port}: {error.strerror}"
+                    f"health endpoint: cannot listen on {host}:{port}: {error.strerror}"
                 ) from None
             log.info("health endpoint at %s", self._health.url)
 
@@ -256,17 +259,23 @@ class Observers:
         ``live_ranks()`` (asked only when the files are due to be read) says which local ranks'
         processes still run: a worker that has ended is never stuck.
         """
-        if self._spec.stall_timeout is None or self._watch is None or now < self._next_read:
+        if self._watch is None or now < self._next_read:
             return None
-        from tpelastic.adapters.progress import read_progress
+        from tpelastic.adapters.agent import publish
 
         self._next_read = now + _READ_EVERY
         live = live_ranks()
         with self._lock:
             self._live = live
-            for rank, path in self._progress_files.items():
-                self._watch.observe(rank, read_progress(path), now)
+            self._read_all(now)
+            samples = self._watch.samples()
             stalls = [s for s in self._watch.stalled(now) if s.rank in live]
+        first = self._state().group_rank * self._spec.local_world_size
+        for rank, sample in samples.items():
+            if sample is not None and sample.counter > 0:
+                publish.rank_progress(first + rank, sample.counter, sample.step_seconds)
+        if self._spec.stall_timeout is None:
+            return None
         return stalls[0] if stalls else None
 
     def _on_expired(self, expired: Any) -> None:
@@ -326,6 +335,18 @@ class Observers:
 
         for rank, path in self._progress_files.items():
             self._watch.observe(rank, read_progress(path), now)
+
+
+def routed_metrics() -> tuple[str, bytes] | None:
+    """The Prometheus text of the handler group ``tpelastic`` is routed to, if it has one."""
+    import sys
+
+    metrics = sys.modules.get("tpelastic.adapters.sinks.metrics")
+    if metrics is None:  # never imported: nothing routes metrics anywhere
+        return None
+    handler = metrics.DEFAULT_ROUTER.handler_for(metrics.DEFAULT_GROUP)
+    exposition = getattr(handler, "exposition", None)
+    return None if exposition is None else exposition()
 
 
 def describe_stall(stall: Any, global_rank: int) -> str:

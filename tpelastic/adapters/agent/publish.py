@@ -35,10 +35,14 @@ def _put(key: str, value: float, suffix: str = "") -> None:
         metrics.put_metric(getattr(metrics.AgentMetric, key) + suffix, value)
 
 
-def round_joined(facts: RoundFacts, duration_s: float, max_restarts: int) -> None:
+def round_joined(
+    facts: RoundFacts, duration_s: float, max_restarts: int, local_world_size: int = 1
+) -> None:
     """A round completed for this node after ``duration_s`` seconds of rendezvous."""
     _put("RDZV_DURATION_S", duration_s)
     _put("RDZV_ROUND", facts.round)
+    _put("NODES", facts.group_world_size)
+    _put("WORLD_SIZE", facts.group_world_size * local_world_size)
     _put("RESTARTS_USED", facts.restart_count)
     _put("RESTARTS_LEFT", max(0, max_restarts - facts.restart_count))
 
@@ -47,6 +51,18 @@ def restarted_in_place(facts: RoundFacts, max_restarts: int) -> None:
     """The round's workers restarted in place as attempt ``facts.attempt`` (a unit spent)."""
     _put("RESTARTS_USED", facts.restart_count)
     _put("RESTARTS_LEFT", max(0, max_restarts - facts.restart_count))
+
+
+def rank_progress(rank: int, step: int, step_seconds: float | None) -> None:
+    """Global rank ``rank``'s last step number and how long that step took (when known)."""
+    _put("RANK_STEP_PREFIX", step, str(rank))
+    if step_seconds is not None:
+        _put("RANK_STEP_TIME_PREFIX", step_seconds, str(rank))
+
+
+def stragglers(count: int) -> None:
+    """How many local ranks are slower than the straggler threshold right now."""
+    _put("STRAGGLERS", count)
 
 
 def workers(**counts: int) -> None:
@@ -88,7 +104,9 @@ __all__ = [
     "TIMER",
     "failed",
     "failure",
+    "rank_progress",
     "restarted_in_place",
     "round_joined",
+    "stragglers",
     "workers",
 ]

@@ -54,7 +54,10 @@ class WorkerSpec:
             stuck (a hang: restart within budget, else fail); None (the default) is off.
         stall_first_step_timeout: the same before a worker's first step (startup, loading);
             None means ``max(stall_timeout, 60)``.
-        health_port: serve ``GET /health`` (JSON) on 127.0.0.1 at this port; None is off.
+        health_port: serve ``GET /health`` (JSON) at this port; None is off. ``/metrics`` is
+            served there too when the process routes group ``tpelastic`` to a Prometheus handler.
+        health_host: the address the health endpoint binds (loopback unless you mean to
+            expose it; ``0.0.0.0`` is every address).
     """
 
     __repr__ = value_repr
@@ -85,6 +88,7 @@ class WorkerSpec:
         default=None, validator=validators.optional(_positive)
     )
     health_port: int | None = field(default=None, validator=_port_or_none)
+    health_host: str = "127.0.0.1"
 
     def __attrs_post_init__(self) -> None:
         if self.max_nodes < self.min_nodes:

@@ -69,14 +69,18 @@ class LaunchConfig:
         events: where agent events go (``null``, ``console``, ``logging``, ``jsonl:<path>``).
         standalone: a job on this machine only; with ``max_nodes == 1`` the rendezvous state
             lives in the agent's memory (no store server, no tensorplay import in the agent).
-        metrics_port: serve the agent's metrics for Prometheus on 127.0.0.1 at this port
-            (needs the ``tpelastic[prometheus]`` extra); None is off.
+        metrics_port: serve the agent's metrics for Prometheus at this port, on
+            ``metrics_host`` (needs the ``tpelastic[prometheus]`` extra); None is off. Unless
+            ``health_port`` names another endpoint, ``/health`` is served there too.
+        metrics_host: the address the metrics endpoint binds (``0.0.0.0``: every address).
         timers: run a timer server so ``tpelastic.timer.expires`` works in the workers.
         stall_timeout: seconds without a ``progress.step()`` after which a worker is stuck
             (restart within budget, else fail); None is off.
         stall_first_step_timeout: the same before a worker's first step; None means
             ``max(stall_timeout, 60)``.
-        health_port: serve ``GET /health`` (JSON) on 127.0.0.1 at this port; None is off.
+        health_port: serve ``GET /health`` (JSON) at this port, on ``health_host``; None is
+            off. The same host and port as the metrics endpoint serves both from one.
+        health_host: the address the health endpoint binds.
 
     Raises:
         ConfigError: on any bad value, naming the setting.
@@ -113,6 +117,8 @@ class LaunchConfig:
     stall_timeout: float | None = None
     stall_first_step_timeout: float | None = None
     health_port: int | None = field(default=None, validator=_port)
+    metrics_host: str = "127.0.0.1"
+    health_host: str = "127.0.0.1"
 
     def __attrs_post_init__(self) -> None:
         if self.max_nodes < self.min_nodes:

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from attrs import evolve
+
 from tpelastic.adapters.agent.local import LocalElasticAgent
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
 from tpelastic.adapters.launcher.checks import require_free_port
@@ -146,6 +148,7 @@ def worker_spec(
         stall_timeout=config.stall_timeout,
         stall_first_step_timeout=config.stall_first_step_timeout,
         health_port=config.health_port,
+        health_host=config.health_host,
     )
 
 
@@ -162,25 +165,41 @@ def run_agent(
         from tpelastic.adapters.sinks.metrics import MetricsConfig, initialize_metrics
 
         initialize_metrics(MetricsConfig(groups=dict(config.metrics_cfg)))
+    metrics_at = (config.metrics_host, config.metrics_port)
+    # One endpoint serves /metrics and /health unless --health-port names another one.
+    shared = config.metrics_port is not None and (
+        config.health_port is None or (config.health_host, config.health_port) == metrics_at
+    )
+    if shared:
+        config = evolve(config, health_host=config.metrics_host, health_port=config.metrics_port)
     if config.health_port is not None:
-        require_free_port("--health-port", "127.0.0.1", config.health_port)
+        require_free_port("--health-port", config.health_host, config.health_port)
     spec = worker_spec(config, entrypoint, args)
     if config.metrics_port is None:
         return LocalElasticAgent(spec).run(config.role)
-    return _with_prometheus(config.metrics_port, lambda: LocalElasticAgent(spec).run(config.role))
+    return _with_prometheus(config, shared, lambda: LocalElasticAgent(spec).run(config.role))
 
 
-def _with_prometheus(port: int, run: Callable[[], RunResult]) -> RunResult:
-    # The agent's metrics (group "tpelastic") go to a Prometheus endpoint for the run only.
+def _with_prometheus(config: LaunchConfig, shared: bool, run: Callable[[], RunResult]) -> RunResult:
+    # The agent's metrics (group "tpelastic") go to a Prometheus handler for the run only;
+    # with a shared endpoint the agent's health server serves them.
     from tpelastic.adapters.sinks.metrics import DEFAULT_GROUP, DEFAULT_ROUTER
     from tpelastic.adapters.sinks.prometheus import PrometheusMetricHandler
 
-    require_free_port("--metrics-port", "127.0.0.1", port)
+    host, port = config.metrics_host, config.metrics_port
+    assert port is not None
+    if not shared:
+        require_free_port("--metrics-port", host, port)
     try:
-        handler = PrometheusMetricHandler(port=port)
+        handler = PrometheusMetricHandler(
+            port=port, host=host, serve=not shared, run_id=config.run_id, role=config.role
+        )
     except ImportError as error:
         raise ConfigError(f"--metrics-port: {error}") from None
-    log.info("metrics for Prometheus at %s", handler.url)
+    except OSError as error:
+        raise ConfigError(f"--metrics-port: cannot listen on {host}:{port}: {error}") from None
+    if not shared:
+        log.info("metrics for Prometheus at %s", handler.url)
     previous = DEFAULT_ROUTER.routed(DEFAULT_GROUP)
     DEFAULT_ROUTER.configure(handler, DEFAULT_GROUP)
     try:

@@ -41,15 +41,21 @@ class MetricData:
 class AgentMetric:
     """Names of the metrics the agent publishes (group ``tpelastic``); see docs/observability.md.
 
-    Names ending in ``.`` take a suffix: ``workers.HEALTHY``, ``failures.timeout``.
+    Names ending in ``.`` take a suffix: ``workers.HEALTHY``, ``failures.timeout``,
+    ``rank.step.3`` (global rank 3).
     """
 
     RDZV_DURATION_S = "rendezvous.duration_s"
     RDZV_ROUND = "rendezvous.round"
     RESTARTS_USED = "restarts.used"
     RESTARTS_LEFT = "restarts.left"
+    WORLD_SIZE = "world.size"
+    NODES = "world.nodes"
+    STRAGGLERS = "stragglers"
     WORKERS_PREFIX = "workers."
     FAILURES_PREFIX = "failures."
+    RANK_STEP_PREFIX = "rank.step."
+    RANK_STEP_TIME_PREFIX = "rank.step_time_s."
 
 
 class MetricHandler(Protocol):
