@@ -1,0 +1,100 @@
+"""The chaos harness' checks on hand-written worker lines: each one must be able to fail."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from chaos import checks
+from chaos.schedule import KINDS, OWN, plan
+
+
+def steps(world: str, size: int, times: list[float], first_step: int = 1) -> list[str]:
+    out = [f"RESUME t={times[0] - 0.5} world={world} size={size} rank=0 step={first_step - 1}"]
+    for i, t in enumerate(times):
+        for rank in range(size):
+            out.append(
+                f"STEP t={t + rank * 0.01:.3f} world={world} size={size} rank={rank} node=n0 "
+                f"restart=0 step={first_step + i}"
+            )
+    return out
+
+
+def judged(tmp_path: Path, lines: list[str], faults=(), nodes=None, orphans=(), **kw):
+    (tmp_path / "n0_pid1.log").write_text("\n".join(lines) + "\n")
+    return checks.judge(
+        lines=checks.read_lines(tmp_path),
+        injected=list(faults),
+        nodes=nodes or [{"name": "n0", "code": 0, "signalled": "", "exited": 99, "started": 0}],
+        hung=kw.get("hung", []),
+        orphans=list(orphans),
+        warm=True,
+        max_restarts=3,
+        budget_scope="job",
+        own=OWN,
+    )
+
+
+def test_one_world_after_another_passes_and_recovery_is_to_every_rank_stepping(tmp_path):
+    lines = [
+        "START t=0.0 node=n0 pid=1 restart=0",
+        *steps("a", 2, [1.0, 2.0, 3.0]),
+        "START t=3.5 node=n0 pid=2 restart=1",
+        *steps("b", 2, [5.0, 6.0], first_step=3),
+        "DONE t=6.5 step=4",
+    ]
+    fault = {"fault": "kill-worker", "t": 3.2, "node": "n0"}
+    result = judged(tmp_path, lines, faults=[fault])
+    assert result["passed"], result
+    assert result["outcome"] == "finished"
+    assert result["recoveries"][0]["recovery"] == 1.81  # rank 1 steps at 5.01
+
+
+def test_two_worlds_stepping_at_once_are_split_brain(tmp_path):
+    lines = [*steps("a", 2, [1.0, 2.0, 3.0]), *steps("b", 2, [2.5, 3.5]), "DONE t=4 step=3"]
+    result = judged(tmp_path, lines)
+    assert result["split_brain"] == [("a", "b")]
+    assert not result["checks"]["one_world"] and not result["passed"]
+
+
+def test_a_restart_without_an_own_fault_is_collateral_charged(tmp_path):
+    lines = [
+        "START t=0.0 node=n0 pid=1 restart=0",
+        *steps("a", 2, [1.0, 2.0]),
+        "START t=3.5 node=n0 pid=2 restart=1",
+        *steps("b", 2, [5.0], first_step=3),
+        "DONE t=6 step=3",
+    ]
+    result = judged(tmp_path, lines, faults=[{"fault": "kill-node", "t": 2.5, "node": "n1"}])
+    assert result["budget"] == [{"scope": "job", "charged": 1, "own": 0}]
+    assert not result["checks"]["budget"]
+
+
+def test_no_step_after_a_fault_is_no_progress_and_a_node_giving_up_is_flagged(tmp_path):
+    lines = [*steps("a", 2, [1.0, 2.0])]
+    nodes = [{"name": "n0", "code": 3, "signalled": "", "exited": 4.0, "started": 0}]
+    fault = {"fault": "stop-agent", "t": 2.5, "node": "n0"}
+    result = judged(tmp_path, lines, faults=[fault], nodes=nodes)
+    assert result["outcome"] == "failed"
+    assert result["stalled_after"] == ["stop-agent"]
+    assert result["gave_up_with_budget_left"] == ["n0"]
+    assert result["recoveries"][0]["recovery"] is None
+
+
+def test_resuming_behind_the_newest_checkpoint_and_orphans_fail(tmp_path):
+    lines = [*steps("a", 2, [1.0, 2.0]), "CKPT t=2.1 step=2", *steps("b", 2, [4.0], first_step=1)]
+    result = judged(tmp_path, [*lines, "DONE t=5 step=1"], orphans=[{"pid": 7}])
+    assert result["bad_resume"] == [{"world": "b", "resumed": 0, "newest": 2}]
+    assert not result["checks"]["no_orphans"] and not result["checks"]["progress"]
+
+
+def test_the_plan_is_seeded_and_keeps_a_node_up():
+    assert plan(5, duration=60) == plan(5, duration=60)
+    assert plan(5, duration=60) != plan(6, duration=60)
+    for seed in range(50):
+        alive = 3
+        for fault in plan(seed, duration=60, kinds=KINDS):
+            alive += {"kill-node": -1, "term-agent": -1, "new-node": 1}.get(fault.kind, 0)
+            assert 1 <= alive <= 3
