@@ -389,13 +389,17 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         return PrefixedStore(self._store, prefix)
 
     def _forming_round(self) -> int:
-        # Results exist for every round up to the forming one; the published counter is a
-        # hint that never overshoots, so scan forward from it (and from our own round).
+        # Results exist for every round up to the forming one; the published counter is only
+        # a hint, so scan forward from it (and from our own round), then back if it overshot.
         start = decode_counter(self._store.get(self._keys.published_rounds()))
         if self._joined is not None:
             start = max(start, self._joined.result.round_no + 1)
         for round_no in range(start, start + _MAX_PROBES):
             if self._store.get(self._keys.result(round_no)) is None:
+                # Results are written in order: a missing previous one means the hint ran
+                # ahead (or the store started again empty), so the forming round is lower.
+                while round_no > 0 and self._store.get(self._keys.result(round_no - 1)) is None:
+                    round_no -= 1
                 return round_no
         raise RendezvousStateError(
             f"run {self.settings.run_id!r}: no forming round within {_MAX_PROBES} rounds of "

@@ -98,6 +98,22 @@ ROWS = (
         action="probe_next",
         note="that round is complete: look at the next",
     ),
+    R(
+        src=P.PROBING,
+        on=OpsDone,
+        dst=P.PROBING,
+        guard="probe_behind",
+        action="probe_next",
+        note="the published hint ran ahead of the results: look one round back",
+    ),
+    R(
+        src=P.PROBING,
+        on=OpsDone,
+        dst=P.LOCATING,
+        guard="probe_forgotten",
+        action="locate_as_newcomer",
+        note="the store holds no result of this node's round: join what forms as a newcomer",
+    ),
     R(src=P.PROBING, on=OpsDone, dst=P.CLOSED, guard="probe_closed", action="fail_closed_probe"),
     R(
         src=P.PROBING,

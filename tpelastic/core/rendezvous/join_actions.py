@@ -113,6 +113,13 @@ def _probe_next(state: JoinState, event: OpsDone, config: RendezvousConfig) -> R
     return _probe_round(state, gd.probe_verdict(state, event, config).round_no)
 
 
+def _locate_as_newcomer(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    new = gd.probe_verdict(state, event, config).state
+    assert new is not None
+    note = Emit(name="rendezvous.round_forgotten", fields=(("round", state.round_no - 1),))
+    return new, (note, *_locate_ops(new))
+
+
 def _arrive(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
     verdict = gd.probe_verdict(state, event, config)
     return _arrive_at(state, verdict.round_no, verdict.previous)
@@ -262,6 +269,7 @@ ACTIONS: dict[str, Action] = {
     "fail_corrupt_resume": _fail("corrupt", gd.resume_verdict),
     "probe": _probe,
     "probe_next": _probe_next,
+    "locate_as_newcomer": _locate_as_newcomer,
     "arrive": _arrive,
     "register": _register,
     "follow": _follow,

@@ -110,6 +110,8 @@ GUARDS: dict[str, Guard] = {
     "probe_taken": _verdict_is(probe_verdict, "taken"),
     "probe_closed": _verdict_is(probe_verdict, "closed"),
     "probe_corrupt": _verdict_is(probe_verdict, "corrupt"),
+    "probe_behind": _verdict_is(probe_verdict, "behind"),
+    "probe_forgotten": _verdict_is(probe_verdict, "forgotten"),
     "closer_slot": _closer_slot,
     "retrying": _retrying,
     "probe_finds_member": _probe_finds_member,

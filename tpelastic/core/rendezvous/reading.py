@@ -110,10 +110,11 @@ def read_probe(state: JoinState, event: OpsDone) -> Verdict:
         raws = [_bytes(r) for r in event.replies]
         previous = None
         if state.round_no > 0:
+            if raws[0] is None and raws[-1] is None:
+                return _behind(state)
             if raws[0] is None:
-                raise StateCorrupt(
-                    f"round {state.round_no - 1} has no result but a later one is due"
-                )
+                r = state.round_no
+                raise StateCorrupt(f"round {r} has a result but round {r - 1} has none")
             previous = decode_result(raws[0])
         current = decode_result(raws[-1]) if raws[-1] is not None else None
     except (StateCorrupt, ValueError) as error:
@@ -124,6 +125,21 @@ def read_probe(state: JoinState, event: OpsDone) -> Verdict:
     if current is not None:
         return Verdict(kind="taken", round_no=state.round_no + 1, previous=current)
     return Verdict(kind="open", round_no=state.round_no, previous=previous)
+
+
+def _behind(state: JoinState) -> Verdict:
+    """The probed round's previous result is missing: this node looked ahead of the run.
+
+    Results are written in order and never removed, so either the ``published`` hint ran ahead
+    of them (look one round back: ``behind``), or the store holds no result of the round this
+    node comes from (a store that started again empty): the node then joins what is forming as
+    a newcomer (``forgotten``: locate again without ``from_round``).
+    """
+    if state.from_round is not None and state.round_no == state.from_round + 1:
+        node = evolve(state.node, prev_attempt=0)
+        newcomer = evolve(state, node=node, from_round=None, round_no=0, may_resume=False)
+        return Verdict(kind="forgotten", state=newcomer)
+    return Verdict(kind="behind", round_no=state.round_no - 1)
 
 
 def expected_members(state: JoinState) -> tuple[int, ...]:

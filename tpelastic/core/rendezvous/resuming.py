@@ -55,6 +55,10 @@ def read_resume(state: JoinState, event: OpsDone) -> Verdict:
         raws = [_bytes(reply) for reply in event.replies]
         if raws[0] is not None:
             return Verdict(kind="closed", detail=decode_closed(raws[0]).reason or "closed")
+        if r > 0 and raws[1] is None and raws[-2] is None:
+            # The store holds nothing of the round this node arrived in, nor of the one before
+            # (it started again empty): join what is forming as a newcomer.
+            return Verdict(kind="locate", state=_relocated(state, None, state.reason))
         previous = _previous(raws, r)
         current = decode_result(raws[-2]) if raws[-2] is not None else None
     except (StateCorrupt, ValueError) as error:
