@@ -119,4 +119,21 @@ class WaitAnyStore(Protocol):
         ...
 
 
-__all__ = ["KeyValueStore", "MultiGetStore", "WaitAnyStore"]
+@runtime_checkable
+class Clock(Protocol):
+    """Monotonic time for the adapters: the only place they learn what time it is.
+
+    Instants are seconds on this process's own monotonic clock, comparable only with each
+    other. Tests pass a clock with a random offset, so that a stray direct read shows.
+    """
+
+    def now(self) -> float:
+        """Seconds on the monotonic clock."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Block for ``seconds`` (returns at once for ``seconds <= 0``)."""
+        ...
+
+
+__all__ = ["Clock", "KeyValueStore", "MultiGetStore", "WaitAnyStore"]

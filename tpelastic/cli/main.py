@@ -29,7 +29,6 @@ SUBCOMMANDS = {
     "sim": "tpelastic.cli.sim",
     "spec": "tpelastic.cli.spec",
     "store": "tpelastic.cli.store",
-    "status": "tpelastic.cli.status",
 }
 
 

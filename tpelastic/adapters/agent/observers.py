@@ -40,9 +40,6 @@ _READ_EVERY = 0.2  # progress files are read at most this often
 # Starting a worker (imports, process group, data) takes longer than a step; unless told
 # otherwise the agent allows at least this long for the first step.
 FIRST_STEP_DEFAULT = 60.0
-# Agents publish a status record this often (and at every change of their state); 0 is off.
-STATUS_INTERVAL_ENV = "TPELASTIC_STATUS_INTERVAL"
-_STATUS_EVERY = 2.0
 
 
 class Observers:
@@ -79,13 +76,10 @@ class Observers:
         self._progress_files: dict[int, str] = {}
         self._live: tuple[int, ...] = ()
         self._next_read = 0.0
-        self._status: Any = None
-        self._node = ""
 
     @property
     def watches_progress(self) -> bool:
-        spec = self._spec
-        return spec.stall_timeout is not None or spec.health_port is not None or bool(self._status)
+        return self._spec.stall_timeout is not None or self._spec.health_port is not None
 
     def start(self) -> None:
         """Start the timer server and the health endpoint when enabled.
@@ -93,7 +87,6 @@ class Observers:
         Raises:
             OSError: the health port cannot be bound, or the run folder cannot be made.
         """
-        self._start_status()
         if self._events is not None:
             from tpelastic.adapters.rendezvous import driver
 
@@ -116,9 +109,8 @@ class Observers:
 
             port, host = self._spec.health_port, self._spec.health_host
             try:
-                status = self.job_view if self._status is not None else None
                 self._health = HealthServer(
-                    self.snapshot, port=port, host=host, metrics=routed_metrics, status=status
+                    self.snapshot, port=port, host=host, metrics=routed_metrics
                 )
             except OSError as error:
                 raise OSError(
@@ -126,27 +118,8 @@ class Observers:
                 ) from None
             log.info("health endpoint at %s", self._health.url)
 
-    def _start_status(self) -> None:
-        # Dynamic backends only: their store is the job's, and every member can reach it.
-        handler = self._spec.rdzv_handler
-        store, node = getattr(handler, "store", None), getattr(handler, "node_id", None)
-        interval = float(os.environ.get(STATUS_INTERVAL_ENV, _STATUS_EVERY) or 0)
-        if store is None or not isinstance(node, str) or interval <= 0:
-            return
-        if type(store).__module__ == "tpelastic.adapters.stores.memory":
-            return  # a one-node job's own memory: nobody else could read it
-        from tpelastic.adapters.status import StatusPublisher, status_key
-
-        self._node = node
-        key = status_key(self._run_id(), node)
-        self._status = StatusPublisher(store, key, self.status_record, interval)
-        self._status.start()
-
     def close(self) -> None:
         """Stop the servers and remove the run folder; idempotent, never raises."""
-        if self._status is not None:
-            self._status.close()
-            self._status = None
         if self._events is not None:
             from tpelastic.adapters.rendezvous import driver
 
@@ -175,8 +148,6 @@ class Observers:
         seen at every look) is not recorded: it would repeat every 0.25 s, and leaving it out
         changes no replay.
         """
-        if self._status is not None and result.state != before:
-            self._status.kick()
         if self._events is None or (result.state == before and not result.effects):
             return
         from tpelastic.adapters.sinks.agent_trace import step_event
@@ -357,54 +328,6 @@ class Observers:
             "last_progress_age_s": ages,
             "run_id": self._run_id(),
             "pid": os.getpid(),
-        }
-
-    def job_view(self) -> dict[str, Any]:
-        """The whole job's status view, read from the store (what ``/status`` answers)."""
-        from tpelastic.adapters.status import read_view
-
-        return read_view(self._spec.rdzv_handler.store, self._run_id())
-
-    def status_record(self, seq: int) -> dict[str, Any]:
-        """This node's status record (see :mod:`tpelastic.adapters.status`)."""
-        state = self._state()
-        now = time.monotonic()
-        first = max(state.group_rank, 0) * self._spec.local_world_size
-        ranks = []
-        with self._lock:
-            if self._watch is not None:
-                ages = self._watch.last_progress_age(now)
-                for local, sample in sorted(self._watch.samples().items()):
-                    live = local in self._live
-                    ranks.append(
-                        {
-                            "rank": first + local,
-                            "local_rank": local,
-                            "step": sample.counter if sample is not None else None,
-                            "age_s": round(ages[local], 3) if live else None,
-                            "step_time_s": sample.step_seconds if sample is not None else None,
-                            "waiting": bool(sample is not None and sample.waiting),
-                            "collectives": sample.collectives if sample is not None else 0,
-                            "collective": sample.collective if sample is not None else "",
-                        }
-                    )
-        return {
-            "run_id": self._run_id(),
-            "node": self._node,
-            "host": os.uname().nodename,
-            "pid": os.getpid(),
-            "role": self._spec.role,
-            "state": state.phase.name,
-            "round": state.round,
-            "attempt": state.attempt,
-            "group_rank": state.group_rank,
-            "group_world_size": state.group_world_size,
-            "local_world_size": self._spec.local_world_size,
-            "restart_count": state.restart_count,
-            "max_restarts": self._spec.max_restarts,
-            "last_failure": state.last_failure or None,
-            "seq": seq,
-            "ranks": ranks,
         }
 
     def _read_all(self, now: float) -> None:

@@ -333,7 +333,10 @@ class KeepAlive:
             # Any failure (not only StoreUnavailable) must be counted rather than kill the
             # thread: a dead keep-alive would look exactly like a dead node to its peers.
             self.consecutive_failures += 1
-            log.warning("heartbeat %s failed (%d in a row)", self._key, self.consecutive_failures)
+            # The store client says once what it waits for; a line per beat would bury it.
+            level = logging.WARNING if self.consecutive_failures == 1 else logging.DEBUG
+            count = self.consecutive_failures
+            log.log(level, "heartbeat %s failed (%d in a row)", self._key, count)
             return False
         self.consecutive_failures = 0
         self.last_success = self._clock()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -66,6 +67,12 @@ from tpelastic.core.values import value_eq, value_hash, value_repr
 
 log = logging.getLogger(__name__)
 
+# How long shutdown() may take: its writes (a leave) run this long at most, then the store is
+# closed under them, which ends every call still blocked in it. A node that is going must not
+# wait on a store that is gone or paused (its peers find it dead by its heartbeat instead).
+SHUTDOWN_BUDGET = 1.0
+# How long shutdown() waits for the heartbeat thread (a daemon) once asked to stop.
+_KEEP_ALIVE_JOIN = 0.2
 # How many round results set_closed reads past the published hint to find the forming round.
 # The hint lags the truth by at most the rounds whose closer has not bumped it yet: a handful.
 _MAX_PROBES = 1000
@@ -193,11 +200,6 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         return self.settings.run_id
 
     @property
-    def store(self) -> KeyValueStore:
-        """The rendezvous store (agents publish their status records to it)."""
-        return self._store
-
-    @property
     def result(self) -> RoundResult | None:
         """The last round this node completed, or None before the first."""
         return self._joined.result if self._joined else None
@@ -294,6 +296,9 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         """Leave gracefully (the others form a new round without this node; the rendezvous
         stays open), stop the heartbeat and close the store. Idempotent; never raises.
 
+        Takes at most :data:`SHUTDOWN_BUDGET` seconds (plus the lease's revoke where the store
+        has leases), even when the store is gone or paused.
+
         Returns:
             False when the leave could not be written (the peers then find this node dead
             after the heartbeat timeout instead).
@@ -301,18 +306,30 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         if self._shut_down is not None:
             return self._shut_down
         ok = True
-        if self._joined is not None:
-            try:
-                if not self.is_closed():
-                    with self._errors("leaving"):
-                        ops = membership.leave_ops(self._keys, self._joined.result, self.node_id)
-                        execute_ops(self._store, ops)
-            except RendezvousError as error:
-                log.warning("%s", error)
-                ok = False
-        if self._keep_alive is not None:
-            self._keep_alive.stop()
-        self._store.close()
+        # Closing the store ends the calls blocked in it; at the budget that is what we want.
+        closer = threading.Timer(SHUTDOWN_BUDGET, self._store.close)
+        closer.daemon = True
+        closer.start()
+        try:
+            if self._joined is not None:
+                try:
+                    if not self.is_closed():
+                        with self._errors("leaving"):
+                            ops = membership.leave_ops(
+                                self._keys, self._joined.result, self.node_id
+                            )
+                            execute_ops(self._store, ops)
+                except RendezvousError as error:
+                    if getattr(error.__cause__, "loss", None) is None:
+                        log.warning("%s", error)
+                    else:  # the outage was reported already, in its own line
+                        log.info("left without a goodbye: the store is unreachable")
+                    ok = False
+            if self._keep_alive is not None:
+                self._keep_alive.stop(timeout=_KEEP_ALIVE_JOIN)
+        finally:
+            closer.cancel()
+            self._store.close()
         self._shut_down = ok
         return ok
 
@@ -413,6 +430,7 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
 
 
 __all__ = [
+    "SHUTDOWN_BUDGET",
     "DynamicRendezvousHandler",
     "DynamicRendezvousInfo",
     "default_node_id",

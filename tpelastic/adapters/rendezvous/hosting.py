@@ -9,10 +9,16 @@ bind hosts and the others connect as clients. With ``store_type=file`` the endpo
 persistent connections and waits held on the server, on tensorplay's wire format, so either
 side also works with tensorplay's own client or server. ``store_type=tensorplay`` uses
 tensorplay's client and server (a new connection per call; see docs/stores.md).
+
+Our client waits out a lost server as :mod:`tpelastic.core.store_outage` decides: a server that
+refuses connections (its process, maybe the hosting agent, died) for the keep-alive expiry, one
+that does not answer (paused) for ``read_timeout``; then its calls fail with one line naming
+the fix (see specs/store_outage.md).
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 
@@ -23,6 +29,7 @@ from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.core.store_outage import OutagePolicy
 from tpelastic.core.values import value_eq, value_hash, value_repr
 
 
@@ -106,7 +113,10 @@ def open_rendezvous_store(params: RendezvousParameters) -> OpenedStore:
     assert port is not None
     endpoint = f"{host}:{port}"
     wants_host = params.is_host if params.is_host is not None else endpoint_is_local(host)
-    opener = _tensorplay_tcp if params.store_type == "tensorplay" else _our_tcp
+    if params.store_type == "tensorplay":
+        opener = _tensorplay_tcp
+    else:
+        opener = functools.partial(_our_tcp, outage=outage_policy(params))
     if wants_host:
         try:
             store = opener(host, port, is_server=True, timeout=params.read_timeout)
@@ -121,12 +131,21 @@ def open_rendezvous_store(params: RendezvousParameters) -> OpenedStore:
     return OpenedStore(store=store, is_host=False, endpoint=endpoint)
 
 
-def _our_tcp(host: str, port: int, *, is_server: bool, timeout: float) -> KeyValueStore:
+def outage_policy(params: RendezvousParameters) -> OutagePolicy:
+    """How long the run's store client waits out a lost server (see specs/store_outage.md)."""
+    return OutagePolicy(
+        keep_alive_expiry=params.timeout.keep_alive_expiry, read_timeout=params.read_timeout
+    )
+
+
+def _our_tcp(
+    host: str, port: int, *, is_server: bool, timeout: float, outage: OutagePolicy
+) -> KeyValueStore:
     from tpelastic.adapters.stores import tcp_client
 
     if is_server:
-        return tcp_client.host(host, port, timeout=timeout)
-    return tcp_client.connect(host, port, timeout=timeout)
+        return tcp_client.host(host, port, timeout=timeout, outage=outage)
+    return tcp_client.connect(host, port, timeout=timeout, outage=outage)
 
 
 def _tensorplay_tcp(host: str, port: int, *, is_server: bool, timeout: float) -> KeyValueStore:
@@ -135,4 +154,10 @@ def _tensorplay_tcp(host: str, port: int, *, is_server: bool, timeout: float) ->
     return tcp_store(host, port, is_server=is_server, timeout=timeout)
 
 
-__all__ = ["OpenedStore", "endpoint_is_local", "local_addresses", "open_rendezvous_store"]
+__all__ = [
+    "OpenedStore",
+    "endpoint_is_local",
+    "local_addresses",
+    "open_rendezvous_store",
+    "outage_policy",
+]

@@ -16,7 +16,17 @@ class StoreUnavailable(StoreError):
 
     Raised by every :class:`~tpelastic.adapters.ports.KeyValueStore` call instead of hanging, and
     by every call made after ``close``.
+
+    Attributes:
+        loss: how the connection was lost, where the adapter could tell: ``"gone"`` (refused or
+            reset after it had been connected: nothing serves the address any more) or
+            ``"silent"`` (no answer in time: the server is there but does not answer). None
+            otherwise (never connected, closed by us, a reply we could not read).
     """
+
+    def __init__(self, message: str, *, loss: str | None = None) -> None:
+        super().__init__(message)
+        self.loss = loss
 
 
 class StoreCorrupt(StoreError):

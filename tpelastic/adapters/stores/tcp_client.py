@@ -8,6 +8,12 @@ tensorplay's own server, which has none of these, it falls back to CHECK request
 connection with a growing pause (1 ms doubling to 50 ms); that is still polling, but without
 a new connection per look.
 
+A client given an :class:`~tpelastic.core.store_outage.OutagePolicy` waits out a lost server:
+once it has been connected, a refused or reset connection (the server's process is gone) and a
+call that gets no answer in time (it is paused) are told apart, and the core's
+:mod:`~tpelastic.core.store_outage` decides how long each is retried with backoff; the first
+failure of an outage is logged at once, then calls fail with the core's one-line reason.
+
 Values are stored as tensorplay clients of our adapter store them (:mod:`escaping`), so a
 ``TensorplayStore`` and a ``TcpStoreClient`` on one server read each other's values. Nothing
 read is unpickled or evaluated.
@@ -15,6 +21,8 @@ read is unpickled or evaluated.
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 import socket
 import threading
@@ -22,6 +30,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.stores import escaping, wire
 from tpelastic.adapters.stores.errors import StoreUnavailable
 from tpelastic.adapters.stores.tcp_reader import (
@@ -32,7 +42,10 @@ from tpelastic.adapters.stores.tcp_reader import (
     read_values,
     status_then_field,
 )
+from tpelastic.core import store_outage
+from tpelastic.core.store_outage import GiveUp, LossKind, Outage, OutagePolicy
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 # The longest single WAIT we send; longer waits are cut into slices (int64 ms is no limit, but
 # a wait far beyond any deadline only hides bugs).
@@ -52,10 +65,19 @@ class TcpStoreClient:
             refused connection) and to get its answer, not counting the time a ``wait_for`` is
             asked to wait.
         server: a server this client owns; ``close`` stops it.
+        outage: how long a lost server is waited out (None: a call fails at its first loss).
+        clock: the monotonic clock the outage is timed on.
     """
 
     def __init__(
-        self, host: str, port: int, *, timeout: float = 60.0, server: object | None = None
+        self,
+        host: str,
+        port: int,
+        *,
+        timeout: float = 60.0,
+        server: object | None = None,
+        outage: OutagePolicy | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._address = (host, int(port))
         self._timeout = float(timeout)
@@ -66,6 +88,11 @@ class TcpStoreClient:
         self._lock = threading.Lock()
         self._closed = False
         self._plain: bool | None = None  # True: tensorplay's server (no WAIT / MULTI_GET)
+        self._policy = outage
+        self._clock = clock
+        self._outage: Outage | None = None  # shared by every thread using this client
+        self._connected_once = False  # after that, a refused connection means the server is gone
+        self._closing = threading.Event()  # wakes a caller backing off when the client closes
 
     @property
     def where(self) -> str:
@@ -89,10 +116,20 @@ class TcpStoreClient:
             try:
                 sock = socket.create_connection(self._address, timeout=max(0.05, min(left, 5.0)))
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._connected_once = True
                 return sock
             except OSError as error:
-                # A refused connection is normal while the host agent starts its server.
+                refused = isinstance(error, (ConnectionRefusedError, ConnectionResetError))
                 left = deadline - time.monotonic()
+                if refused and self._connected_once and not self._closed:
+                    # It served us before: nothing listens there now. How long to wait that
+                    # out is the outage policy's decision, not a retry hidden here.
+                    raise StoreUnavailable(
+                        f"{self._where}: could not connect: {error.strerror or error}",
+                        loss="gone",
+                    ) from error
+                # Refused before the first connection is normal while the host agent starts
+                # its server.
                 if left <= 0 or self._closed:
                     raise StoreUnavailable(
                         f"{self._where}: could not connect: {error.strerror or error}"
@@ -155,8 +192,52 @@ class TcpStoreClient:
     def _unavailable(self, what: str, error: BaseException) -> StoreUnavailable:
         if self._closed:
             return StoreUnavailable(f"{self._where}: {what} interrupted by close")
-        reason = "no answer in time" if isinstance(error, TimeoutError) else str(error)
-        return StoreUnavailable(f"{self._where}: {what} failed: {reason}")
+        if isinstance(error, TimeoutError):
+            reason = f"{self._where}: {what} failed: no answer in time"
+            return StoreUnavailable(reason, loss="silent")
+        loss: LossKind | None = None if isinstance(error, wire.WireError) else "gone"
+        return StoreUnavailable(f"{self._where}: {what} failed: {error}", loss=loss)
+
+    def _waiting_out(self, attempt: Callable[[], T], *, idempotent: bool = True) -> T:
+        """``attempt()``, retried through an outage as the core's outage policy says. A request
+        that may not be repeated is not retried after a timeout (the server may still apply
+        it); its failure still starts the outage."""
+        tries = 0
+        while True:
+            try:
+                result = attempt()
+            except StoreUnavailable as error:
+                loss = error.loss
+                if self._policy is None or loss not in ("gone", "silent") or self._closed:
+                    raise
+                tries += 1
+                with self._lock:
+                    self._outage, verdict = store_outage.on_failure(
+                        self._outage,
+                        loss,  # type: ignore[arg-type]
+                        self._clock.now(),
+                        self._policy,
+                        where=self._where,
+                        tries=tries,
+                    )
+                if isinstance(verdict, GiveUp):
+                    raise StoreUnavailable(verdict.reason, loss=loss) from None
+                if verdict.announce:
+                    log.warning("%s", verdict.line)
+                if not idempotent and loss == "silent":
+                    raise
+                if self._closing.wait(verdict.delay):
+                    raise StoreUnavailable(f"{self._where}: interrupted by close") from None
+                continue
+            if self._outage is not None:
+                self._outage_over()
+            return result
+
+    def _outage_over(self) -> None:
+        with self._lock:
+            self._outage, lasted = store_outage.on_success(self._outage, self._clock.now())
+        if lasted is not None:
+            log.warning("%s answers again after %.1fs", self._where, lasted)
 
     def _call(
         self,
@@ -167,10 +248,14 @@ class TcpStoreClient:
         idempotent: bool = True,
         wait: float = 0.0,
     ) -> T:
-        try:
-            return self._exchange(what, payload, read, idempotent=idempotent, wait=wait)
-        except PeerClosed as error:
-            raise StoreUnavailable(str(error)) from None
+        def attempt() -> T:
+            try:
+                return self._exchange(what, payload, read, idempotent=idempotent, wait=wait)
+            except PeerClosed as error:
+                loss = "gone" if self._connected_once and not self._closed else None
+                raise StoreUnavailable(str(error), loss=loss) from None
+
+        return self._waiting_out(attempt, idempotent=idempotent)
 
     # -- the port -----------------------------------------------------------------------------
 
@@ -254,23 +339,42 @@ class TcpStoreClient:
         self._check_open()
         deadline = time.monotonic() + seconds
         while True:
-            left = max(0.0, deadline - time.monotonic())
             if self._plain:
                 return self._poll(wanted, deadline, check)
-            if left <= 0:
+            if deadline - time.monotonic() <= 0:
                 return check(wanted)
-            slice_ = min(left, _WAIT_SLICE)
-            payload = wire.request(op, wire.pack_keys(wanted), wire.int64(math.ceil(slice_ * 1000)))
             try:
-                present = self._exchange(
-                    f"{what} {wanted!r}", payload, read_present, idempotent=True, wait=slice_
+                present, last = self._waiting_out(
+                    functools.partial(self._held_slice, op, f"{what} {wanted!r}", wanted, deadline)
                 )
             except PeerClosed as error:
                 self._learn_plain(error)
                 continue
             self._plain = False
-            if present or slice_ >= left:
+            if present or last:
                 return present
+
+    def _held_slice(
+        self, op: int, what: str, wanted: list[str], deadline: float
+    ) -> tuple[bool, bool]:
+        """One slice of a held wait, up to ``deadline``: (present, whether it was the last)."""
+        left = max(0.0, deadline - time.monotonic())
+        slice_ = min(left, _WAIT_SLICE)
+        payload = wire.request(op, wire.pack_keys(wanted), wire.int64(math.ceil(slice_ * 1000)))
+        present = self._ours_or_learning(
+            lambda: self._exchange(what, payload, read_present, idempotent=True, wait=slice_)
+        )
+        return present, slice_ >= left
+
+    def _ours_or_learning(self, attempt: Callable[[], T]) -> T:
+        """``attempt()`` of a request tensorplay's server does not know: a hang-up is a lost
+        server once we know the server is ours, else it is left for :meth:`_learn_plain`."""
+        try:
+            return attempt()
+        except PeerClosed as error:
+            if self._plain is False and not self._closed:
+                raise StoreUnavailable(str(error), loss="gone") from None
+            raise
 
     def multi_get(self, keys: Sequence[str]) -> list[bytes | None]:
         """The values of ``keys`` (None where absent), in order, read in one round trip.
@@ -281,11 +385,15 @@ class TcpStoreClient:
         wanted = list(keys)
         if not self._plain:
             try:
-                values = self._exchange(
-                    "multi_get",
-                    wire.request(wire.MULTI_GET, wire.pack_keys(wanted)),
-                    lambda r: read_values(r, len(wanted)),
-                    idempotent=True,
+                values = self._waiting_out(
+                    lambda: self._ours_or_learning(
+                        lambda: self._exchange(
+                            "multi_get",
+                            wire.request(wire.MULTI_GET, wire.pack_keys(wanted)),
+                            lambda r: read_values(r, len(wanted)),
+                            idempotent=True,
+                        )
+                    )
                 )
             except PeerClosed as error:
                 self._learn_plain(error)
@@ -299,6 +407,7 @@ class TcpStoreClient:
             if self._closed:
                 return
             self._closed = True
+            self._closing.set()
             idle, busy = list(self._idle), list(self._busy)
             self._idle.clear()
         for sock in idle:
@@ -347,16 +456,21 @@ class TcpStoreClient:
         return f"TcpStoreClient({self._where}, closed={self._closed})"
 
 
-def connect(host: str, port: int, *, timeout: float = 60.0) -> TcpStoreClient:
+def connect(
+    host: str, port: int, *, timeout: float = 60.0, outage: OutagePolicy | None = None
+) -> TcpStoreClient:
     """A client of the TCPStore server at ``host:port`` (ours or tensorplay's).
 
     It connects on its first call; an unreachable server fails that call with
-    ``StoreUnavailable`` after ``timeout`` seconds of retrying.
+    ``StoreUnavailable`` after ``timeout`` seconds of retrying. ``outage``: how a server lost
+    after that is waited out.
     """
-    return TcpStoreClient(host, port, timeout=timeout)
+    return TcpStoreClient(host, port, timeout=timeout, outage=outage)
 
 
-def host(host: str, port: int, *, timeout: float = 60.0) -> TcpStoreClient:
+def host(
+    host: str, port: int, *, timeout: float = 60.0, outage: OutagePolicy | None = None
+) -> TcpStoreClient:
     """Start our server on ``host:port`` (port 0: the OS picks) and return a client that owns it
     (``close`` stops the server; the port is ``client.port``).
 
@@ -366,7 +480,7 @@ def host(host: str, port: int, *, timeout: float = 60.0) -> TcpStoreClient:
     from tpelastic.adapters.stores.tcp_server import StoreServer
 
     server = StoreServer(host, port).start()
-    return TcpStoreClient(host, server.port, timeout=timeout, server=server)
+    return TcpStoreClient(host, server.port, timeout=timeout, server=server, outage=outage)
 
 
 __all__ = ["TcpStoreClient", "connect", "host"]
