@@ -39,10 +39,6 @@ HEAVY_IN_AGENT = (
     "random",
     "bz2",
     "lzma",
-    # A plain ``tpelastic run`` command line is read by cli.run_flags.quick_parse; argparse
-    # (with gettext) builds its parser only for help, errors and unusual lines: ~3 ms.
-    "argparse",
-    "gettext",
     # The launcher thread's hand-off is a deque and a condition (queue.Queue brought heapq);
     # the error-file reader and the tee pumps only for a failure and for teed output.
     "queue",

@@ -13,7 +13,7 @@ BAD = [
     (["missing_script.py"], "script 'missing_script.py' does not exist"),
     (["--nproc-per-node", "0", WORKER], "--nproc-per-node must be >= 1, got 0"),
     (["--nproc-per-node", "-3", WORKER], "--nproc-per-node must be >= 1, got -3"),
-    (["--nproc-per-node", "two", WORKER], "--nproc-per-node must be an integer, got 'two'"),
+    (["--nproc-per-node", "two", WORKER], "must be an integer, auto, cpu, gpu or xpu"),
     (["--nnodes", "3:2", WORKER], "MIN (3) is greater than MAX (2)"),
     (["--nnodes", "x", WORKER], "--nnodes must be an integer"),
     (["--rdzv-backend", "tcp", "--rdzv-endpoint", "host:port", WORKER], "port 'port' is not"),

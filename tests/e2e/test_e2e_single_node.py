@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from e2e_helpers import WORKER, records, tprun
+from e2e_helpers import WORKER, free_port, records, tprun
 
 pytestmark = pytest.mark.slow
 
@@ -104,9 +104,11 @@ def test_budget_exhaustion_makes_exactly_max_restarts_plus_one_attempts(tmp_path
 
 
 def test_static_backend_counts_attempts_and_restarts_with_a_fresh_port(out: Path) -> None:
-    # No --standalone: the default static backend on one node (its own loopback store); the
+    # The static backend on one node (--master-port: its own loopback store at that port); the
     # agent counts attempts itself and publishes a fresh bootstrap port for each.
     done = tprun(
+        "--master-port",
+        str(free_port()),
         "--nproc-per-node",
         "2",
         "--max-restarts",
@@ -138,7 +140,10 @@ def test_flags_default_from_the_environment(out: Path) -> None:
     assert sorted(r["rank"] for r in records(out)) == [0, 1]
 
 
-def test_local_ranks_filter_shows_only_the_chosen_ranks_output(out: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("tee", ["0", "3"])
+def test_local_ranks_filter_changes_the_console_only(out: Path, tmp_path: Path, tee: str) -> None:
+    # As torchrun: ranks outside the filter reach no console; what goes to log files (--tee,
+    # --redirects) is the same with or without the filter.
     logs = tmp_path / "logs"
     done = tprun(
         "--standalone",
@@ -146,6 +151,8 @@ def test_local_ranks_filter_shows_only_the_chosen_ranks_output(out: Path, tmp_pa
         "2",
         "--local-ranks-filter",
         "1",
+        "--tee",
+        tee,
         "--log-dir",
         str(logs),
         WORKER,
@@ -153,6 +160,11 @@ def test_local_ranks_filter_shows_only_the_chosen_ranks_output(out: Path, tmp_pa
         str(out),
     )
     assert done.returncode == 0, done.stderr
-    assert "[default1|rank1]:worker rank 1/2" in done.stdout
-    assert "worker rank 0/2" not in done.stdout  # rank 0's output went to its log file only
-    assert "worker rank 0/2" in next(logs.glob("attempt_*/0/stdout.log")).read_text()
+    assert "worker rank 0/2" not in done.stdout
+    files = {p.parent.name: p.read_text() for p in logs.rglob("stdout.log")}
+    if tee == "3":
+        assert "[default1|rank1]:worker rank 1/2" in done.stdout
+        assert "worker rank 0/2" in files["0"] and "worker rank 1/2" in files["1"]
+    else:
+        assert "worker rank 1/2" in done.stdout.splitlines()[0]  # inherited: no prefix
+        assert files == {}

@@ -1,9 +1,9 @@
 """``tpelastic run`` (also ``python -m tpelastic.run``): launch one node's agent, torchrun-style.
 
-Flags are torchrun's, in dash and underscore spellings; each also reads a default from the
-environment (``TPELASTIC_<FLAG>`` first, then torchrun's ``PET_<FLAG>``, e.g. ``PET_NNODES``).
-Everything after the script is handed to it untouched, dashes included. Bad input is one line
-on stderr and exit code 2; see docs/launcher.md for the other exit codes.
+Flags are torchrun 2.13's (both spellings, unique abbreviations, ``PET_*`` defaults read as
+torchrun reads them; see :mod:`tpelastic.cli.run_parser`), then ours. Everything after the
+script is handed to it untouched, dashes included. Bad input is one line on stderr and exit
+code 2, before anything starts; see docs/launcher.md for the other exit codes.
 """
 
 from __future__ import annotations
@@ -16,15 +16,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tpelastic.cli.errors import UsageError, exit_with
-from tpelastic.cli.run_flags import quick_parse
 
 if TYPE_CHECKING:
     import argparse
-    from types import SimpleNamespace
 
-    # What the command line parses to: argparse's namespace, or run_flags.quick_parse's with
-    # the same attributes.
-    Namespace = argparse.Namespace | SimpleNamespace
+    Namespace = argparse.Namespace
 
 PROG = "tpelastic run"
 _RUN_PATH_CODE = (
@@ -34,7 +30,7 @@ _RUN_PATH_CODE = (
 
 def build_parser() -> argparse.ArgumentParser:
     """argparse's parser of ``tpelastic run`` (see :mod:`tpelastic.cli.run_parser`)."""
-    from tpelastic.cli import run_parser  # only for help, errors and unusual command lines
+    from tpelastic.cli import run_parser
 
     return run_parser.build_parser()
 
@@ -42,15 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: Sequence[str]) -> Any:
     """The flags, script and script arguments of ``argv`` (without the ``run`` word).
 
-    A plain command line is read without argparse (:func:`run_flags.quick_parse`); anything
-    else, ``--help`` included, goes to argparse's parser.
-
     Raises:
         UsageError: argparse's one-line error (an unknown flag, a missing value or script).
         SystemExit: after printing ``--help``.
     """
-    quick = quick_parse(argv)
-    return quick if quick is not None else build_parser().parse_args(list(argv))
+    return build_parser().parse_args(list(argv))
 
 
 def add_parser(commands: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
@@ -122,8 +114,8 @@ def _setup_logging() -> None:
 
 
 def standalone_run_id() -> str:
-    """A fresh run id for ``--standalone``."""
-    return os.urandom(6).hex()  # 12 hex digits, as before, without importing uuid
+    """A fresh run id for ``--standalone`` (and a one-node job given no endpoint)."""
+    return os.urandom(6).hex()  # 12 hex digits, without importing uuid
 
 
 def find_program(name: str) -> str | None:
@@ -135,23 +127,33 @@ def find_program(name: str) -> str | None:
     return shutil.which(name)
 
 
-def _int(flag: str, text: object, low: int) -> int:
+# The largest counts a flag may hold: beyond them a store or a timer overflows somewhere.
+MAX_COUNT = 2**31 - 1
+
+
+def _int(flag: str, text: object, low: int, high: int = MAX_COUNT) -> int:
     try:
         value = int(str(text).strip())
     except ValueError:
         raise UsageError(f"--{flag} must be an integer, got {text!r}") from None
-    if value < low:
+    if value < low and high == MAX_COUNT:
         raise UsageError(f"--{flag} must be >= {low}, got {value}")
+    if not low <= value <= high:
+        raise UsageError(f"--{flag} must be in {low}..{high}, got {value}")
     return value
 
 
 def _float(flag: str, text: object) -> float:
+    from tpelastic.adapters.launcher.config import MAX_SECONDS
+
     try:
         value = float(str(text).strip())
     except ValueError:
         raise UsageError(f"--{flag} must be a number of seconds, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise UsageError(f"--{flag} must be a positive number of seconds, got {text!r}")
+    if not 0 < value <= MAX_SECONDS:
+        raise UsageError(
+            f"--{flag} must be a positive number of seconds up to {MAX_SECONDS:g}, got {text!r}"
+        )
     return value
 
 
@@ -170,61 +172,110 @@ def parse_nnodes(text: str) -> tuple[int, int]:
 
 
 def parse_nproc(text: str) -> int:
-    """``N``, ``cpu`` (the CPU count), ``gpu`` or ``auto`` (GPUs if any, else CPUs).
+    """``N``, ``cpu`` (the CPUs this process may use), ``gpu``, ``xpu``, or ``auto`` (the
+    accelerators if any, else the CPUs), as torchrun; at most :func:`max_workers`.
 
     Raises:
-        UsageError: anything else, or a number < 1.
+        UsageError: anything else, no such device, or a number out of range.
     """
-    word = str(text).strip().lower()
-    if word in ("cpu", "auto", "gpu"):
-        gpus = _gpu_count() if word != "cpu" else 0
-        if word == "gpu" and gpus == 0:
-            raise UsageError("--nproc-per-node gpu: no GPU is available")
-        return gpus or os.cpu_count() or 1
-    return _int("nproc-per-node", text, 1)
-
-
-def _gpu_count() -> int:
+    word = str(text).strip()
+    if word in ("cpu", "auto", "gpu", "xpu"):
+        count = _device_count(word)
+        if word in ("gpu", "xpu") and count == 0:
+            raise UsageError(f"--nproc-per-node {word}: no {word.upper()} is available")
+        if count == 0:
+            count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+        return count or os.cpu_count() or 1
     try:
-        import tensorplay  # only for auto/gpu: it is slow to import
+        nproc = int(word)
+    except ValueError:
+        raise UsageError(
+            f"--nproc-per-node must be an integer, auto, cpu, gpu or xpu, got {text!r}"
+        ) from None
+    if nproc < 1:
+        raise UsageError(f"--nproc-per-node must be >= 1, got {nproc}")
+    most = max_workers()
+    if nproc > most:
+        raise UsageError(
+            f"--nproc-per-node {nproc}: this machine can run at most {most} workers "
+            f"(its process limit and {_WORKER_MEMORY >> 20} MiB of available memory each)"
+        )
+    return nproc
 
+
+_WORKER_MEMORY = 32 << 20  # the least a Python worker needs
+
+
+def max_workers() -> int:
+    """The most workers this machine can start: the process limit and the memory available."""
+    import resource
+
+    most = MAX_COUNT
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft != resource.RLIM_INFINITY:
+        most = min(most, soft)
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        free = 0
+    if free > 0:
+        most = min(most, max(1, free // _WORKER_MEMORY))
+    return max(1, most)
+
+
+def _device_count(word: str) -> int:
+    """GPUs (``gpu``), XPUs (``xpu``) or any accelerator (``auto``) that tensorplay sees."""
+    if word == "cpu":
+        return 0
+    try:
+        import tensorplay  # only for auto/gpu/xpu: it is slow to import
+
+        if word == "xpu":
+            xpu = getattr(tensorplay, "xpu", None)
+            return int(xpu.device_count()) if xpu is not None and xpu.is_available() else 0
         return int(tensorplay.cuda.device_count()) if tensorplay.cuda.is_available() else 0
     except Exception:
         return 0
 
 
+_EVENT_HANDLERS = {"null": "null", "console": "console", "dynamic_rendezvous": "null"}
+
+
 def config_from_args(ns: Namespace) -> Any:
-    """The LaunchConfig that the parsed flags describe.
+    """The LaunchConfig that the parsed flags describe, as torchrun reads them.
 
     Raises:
         UsageError: any bad flag value, in one line naming the flag.
     """
-    from tpelastic.adapters.launcher.checks import free_port
     from tpelastic.adapters.launcher.config import ConfigError, LaunchConfig
     from tpelastic.adapters.rendezvous.parameters import parse_rdzv_conf
 
     min_nodes, max_nodes = parse_nnodes(ns.nnodes)
     backend, endpoint, run_id = ns.rdzv_backend, ns.rdzv_endpoint, ns.rdzv_id
-    local_addr = ns.local_addr
-    if ns.standalone:
-        backend, endpoint, run_id = "tcp", f"127.0.0.1:{free_port()}", standalone_run_id()
-        local_addr = local_addr or "127.0.0.1"
-    elif backend == "static" and not endpoint:
-        if max_nodes > 1:
-            raise UsageError("the static backend needs --rdzv-endpoint host:port for several nodes")
-        endpoint = f"127.0.0.1:{free_port()}"  # one node: its own store, on loopback
-        local_addr = local_addr or "127.0.0.1"
+    master_port = _optional_port("master-port", ns.master_port)
+    one_node_alone = backend == "static" and not endpoint and master_port is None
+    standalone = bool(ns.standalone) or (one_node_alone and max_nodes == 1)
+    if standalone:  # torchrun: a c10d store on a free port, a random run id
+        backend, endpoint, run_id = "c10d", "localhost:0", standalone_run_id()
+    # --master-addr/--master-port name the static backend's store when no endpoint does
+    # (torchrun); otherwise, when given, the workers' fixed bootstrap endpoint.
+    bootstrap_addr = ns.master_addr
+    bootstrap_port = master_port
+    if backend == "static" and not endpoint:
+        endpoint = f"{ns.master_addr or '127.0.0.1'}:{master_port or 29500}"
+        bootstrap_addr, bootstrap_port = None, None
     try:
         conf: dict[str, Any] = parse_rdzv_conf(ns.rdzv_conf)
     except ValueError as error:
         raise UsageError(str(error)) from None
     if backend == "static":
-        conf.setdefault("rank", _int("node-rank", ns.node_rank, 0))
-    master_port = _int("master-port", ns.master_port, 1) if ns.master_port else None
-    if master_port is not None and master_port > 65535:
-        raise UsageError(f"--master-port must be in 1..65535, got {master_port}")
+        conf["rank"] = _int("node-rank", ns.node_rank, 0, max_nodes - 1)
+    else:
+        _int("node-rank", ns.node_rank, 0)
     nproc = parse_nproc(ns.nproc_per_node)
     redirects, tee = _streams(ns, nproc)
+    if ns.logs_specs is not None:
+        _logs_specs_plugin(ns.logs_specs)
     metrics_host, metrics_port = parse_bind("metrics-port", ns.metrics_port)
     health_host, health_port = parse_bind("health-port", ns.health_port)
     try:
@@ -237,53 +288,135 @@ def config_from_args(ns: Namespace) -> Any:
             rdzv_endpoint=endpoint,
             rdzv_backend=backend,
             rdzv_configs=conf,
-            rdzv_timeout=_float("rdzv-timeout", ns.rdzv_timeout) if ns.rdzv_timeout else None,
+            rdzv_timeout=_optional_float("rdzv-timeout", ns.rdzv_timeout),
             max_restarts=_int("max-restarts", ns.max_restarts, 0),
             monitor_interval=_float("monitor-interval", ns.monitor_interval),
             start_method=ns.start_method,
-            log_dir=ns.log_dir,
+            log_dir=ns.log_dir or None,  # '' is a temporary folder, as torchrun
             redirects=redirects,
             tee=tee,
-            local_addr=local_addr,
-            master_addr=ns.master_addr or ("127.0.0.1" if master_port else None),
-            master_port=master_port,
+            local_addr=ns.local_addr,
+            master_addr=bootstrap_addr or ("127.0.0.1" if bootstrap_port else None),
+            master_port=bootstrap_port,
             exit_barrier_timeout=_float("exit-barrier-timeout", ns.exit_barrier_timeout),
             events=_events(ns),
-            standalone=bool(ns.standalone),
+            standalone=standalone,
             metrics_cfg={"tpelastic": ns.metrics} if ns.metrics else {},
             metrics_host=metrics_host,
             metrics_port=metrics_port,
             timers=bool(ns.timers),
-            stall_timeout=_float("stall-timeout", ns.stall_timeout) if ns.stall_timeout else None,
+            stall_timeout=_optional_float("stall-timeout", ns.stall_timeout),
             stall_first_step_timeout=_optional_float(
                 "stall-first-step-timeout", ns.stall_first_step_timeout
             ),
             health_host=health_host,
             health_port=health_port,
+            shutdown_timeout=_shutdown_timeout(ns.shutdown_timeout),
+            signals_to_handle=_signals(ns.signals_to_handle),
+            local_ranks_filter=_ranks_filter(ns.local_ranks_filter),
+            duplicate_stdout_filters=_filters(ns.duplicate_stdout_filters),
+            duplicate_stderr_filters=_filters(ns.duplicate_stderr_filters),
+            virtual_local_rank=bool(ns.virtual_local_rank),
+            numa_options=_numa(ns.numa_binding),
         )
     except ConfigError as error:
         raise UsageError(str(error)) from None
 
 
 def _events(ns: Namespace) -> str:
-    if not ns.events_file:
-        return str(ns.events)
-    if ns.events != "null":
-        raise UsageError("use one of --events and --events-file")
-    return f"jsonl:{ns.events_file}"
+    handler = str(ns.event_log_handler)
+    if handler not in _EVENT_HANDLERS:
+        raise UsageError(
+            f"--event-log-handler must be one of {', '.join(_EVENT_HANDLERS)}, got {handler!r}"
+        )
+    if ns.events_file:
+        if ns.events not in (None, "null"):
+            raise UsageError("use one of --events and --events-file")
+        return f"jsonl:{ns.events_file}"
+    return str(ns.events) if ns.events is not None else _EVENT_HANDLERS[handler]
 
 
 def _optional_float(flag: str, text: object) -> float | None:
     return None if text is None or str(text).strip() == "" else _float(flag, text)
 
 
-def _port(flag: str, text: object) -> int | None:
+def _optional_port(flag: str, text: object) -> int | None:
     if text is None or str(text).strip() == "":
         return None
-    port = _int(flag, text, 1)
-    if port > 65535:
-        raise UsageError(f"--{flag} must be in 1..65535, got {port}")
-    return port
+    return _int(flag, text, 1, 65535)
+
+
+def _shutdown_timeout(text: object) -> int | None:
+    from tpelastic.adapters.launcher.config import MAX_SECONDS
+
+    if text is None:
+        return None
+    return _int("shutdown-timeout", text, 0, int(MAX_SECONDS))
+
+
+def _signals(text: object) -> str:
+    import signal
+
+    names = [name.strip() for name in str(text).split(",")]
+    for name in names:
+        number = getattr(signal, name, None) if name.startswith("SIG") else None
+        if not isinstance(number, signal.Signals) or name.startswith("SIG_"):
+            raise UsageError(f"--signals-to-handle: {name!r} is not a signal name (SIGTERM, ...)")
+        if number in (signal.SIGKILL, signal.SIGSTOP):
+            raise UsageError(f"--signals-to-handle: {name} cannot be handled")
+    return str(text)
+
+
+def _ranks_filter(text: object) -> frozenset[int] | None:
+    if not text:
+        return None
+    try:
+        ranks = frozenset(int(rank) for rank in str(text).split(","))
+    except ValueError:
+        raise UsageError(
+            f"--local-ranks-filter must be local ranks separated by commas (0,1,2), got {text!r}"
+        ) from None
+    if min(ranks) < 0:
+        raise UsageError(f"--local-ranks-filter: local ranks are >= 0, got {min(ranks)}")
+    return ranks
+
+
+def _filters(text: object) -> list[str]:
+    """torchrun's comma-separated list: ``,,`` is a comma inside an item."""
+    if text is None:
+        return []
+    placeholder = "\0"
+    items = str(text).replace(",,", placeholder).split(",")
+    return [item.replace(placeholder, ",") for item in items]
+
+
+def _logs_specs_plugin(name: str) -> None:
+    """torchrun's ``--logs-specs NAME``: the ``torchrun.logs_specs`` entry point ``NAME``.
+
+    Raises:
+        UsageError: no such entry point is installed, or one is (its class is written for
+            torch's worker processes, which tpelastic does not run).
+    """
+    from importlib.metadata import entry_points
+
+    if not entry_points(group="torchrun.logs_specs", name=name):
+        raise UsageError(
+            f"--logs-specs {name!r}: no entry point torchrun.logs_specs[{name}] is installed"
+        )
+    raise UsageError(
+        f"--logs-specs {name!r}: a torch LogsSpecs plugin cannot lay out tpelastic's logs; "
+        "use --log-dir, --redirects and --tee"
+    )
+
+
+def _numa(mode: object) -> str | None:
+    from tpelastic.cli.run_parser import NUMA_MODES
+
+    if mode is None:
+        return None
+    if mode not in NUMA_MODES:
+        raise UsageError(f"--numa-binding must be one of {', '.join(NUMA_MODES)}, got {mode!r}")
+    return str(mode)
 
 
 def parse_bind(flag: str, text: object) -> tuple[str, int | None]:
@@ -297,53 +430,50 @@ def parse_bind(flag: str, text: object) -> tuple[str, int | None]:
         return "127.0.0.1", None
     host, sep, port = value.rpartition(":")
     if not sep:
-        return "127.0.0.1", _port(flag, value)
+        return "127.0.0.1", _optional_port(flag, value)
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     elif ":" in host:
         raise UsageError(f"--{flag}: write an IPv6 address in brackets, e.g. [::1]:9100")
     if not port.strip():
         raise UsageError(f"--{flag} {value!r}: no port after the host (HOST:PORT)")
-    return host or "0.0.0.0", _port(flag, port)
+    return host or "0.0.0.0", _optional_port(flag, port)
 
 
 def _streams(ns: Namespace, nproc: int) -> tuple[Any, Any]:
     from tpelastic.adapters.workers.api import Std, WorkerStartError
 
     try:
-        redirects, tee = Std.from_str(str(ns.redirects)), Std.from_str(str(ns.tee))
+        return Std.from_str(str(ns.redirects)), Std.from_str(str(ns.tee))
     except WorkerStartError as error:
         raise UsageError(str(error)) from None
-    if not ns.local_ranks_filter:
-        return redirects, tee
-    shown = {_int("local-ranks-filter", r, 0) for r in str(ns.local_ranks_filter).split(",")}
-    # Shown ranks are teed (to files and the console); the others only go to their files.
-    chosen = tee if isinstance(tee, Std) and tee else Std.ALL
-    if max(shown) >= nproc:
-        raise UsageError(f"--local-ranks-filter names local rank {max(shown)} of {nproc} workers")
-    return {r: Std.ALL for r in range(nproc) if r not in shown}, {r: chosen for r in shown}
 
 
 def entrypoint_from_args(ns: Namespace) -> tuple[str, list[str]]:
-    """The command and arguments each worker runs.
+    """The command and arguments each worker runs, as torchrun's: ``$PYTHON_EXEC`` (else this
+    interpreter) ``-u [-m] script args``, the program itself with ``--no-python``, or the
+    script through ``runpy.run_path`` with ``--run-path`` (which wins over the other two).
 
     Raises:
-        UsageError: the script or program does not exist, or incompatible flags.
+        UsageError: the script or program does not exist, or ``--no-python`` with ``--module``.
     """
     script, rest = ns.training_script, list(ns.training_script_args)
-    if sum(map(bool, (ns.module, ns.no_python, ns.run_path))) > 1:
-        raise UsageError("use at most one of --module, --no-python and --run-path")
+    python = os.environ.get("PYTHON_EXEC") or sys.executable
+    if ns.run_path:
+        if not os.path.isfile(script):
+            raise UsageError(f"script {script!r} does not exist")
+        return python, ["-u", "-c", _RUN_PATH_CODE, script, *rest]
     if ns.no_python:
+        if ns.module:
+            raise UsageError("use one of --no-python and --module")
         if find_program(script) is None:
             raise UsageError(f"program {script!r} was not found or is not executable")
         return script, rest
     if ns.module:
-        return sys.executable, ["-u", "-m", script, *rest]
+        return python, ["-u", "-m", script, *rest]
     if not os.path.isfile(script):
         raise UsageError(f"script {script!r} does not exist")
-    if ns.run_path:
-        return sys.executable, ["-u", "-c", _RUN_PATH_CODE, script, *rest]
-    return sys.executable, ["-u", script, *rest]
+    return python, ["-u", script, *rest]
 
 
 __all__ = [
@@ -352,6 +482,7 @@ __all__ = [
     "config_from_args",
     "entrypoint_from_args",
     "main",
+    "max_workers",
     "parse_nnodes",
     "parse_nproc",
 ]

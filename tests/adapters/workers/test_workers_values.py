@@ -40,9 +40,8 @@ def test_to_map_rejects_bad_specs_with_one_line(spec):
     assert "\n" not in str(info.value)
 
 
-def test_to_map_rejects_ranks_outside_the_local_world():
-    with pytest.raises(WorkerStartError, match="local rank 5 is outside 0..1"):
-        to_map("5:1", 2)
+def test_to_map_ignores_ranks_outside_the_local_world_as_torch():
+    assert to_map("5:1,1:2", 2) == {0: Std.NONE, 1: Std.ERR}
 
 
 def _failure(rank: int, when: float, code: int = 1, data=None) -> ProcessFailure:

@@ -44,6 +44,7 @@ class LocalElasticAgent(SimpleElasticAgent):
             redirects=spec.redirects,
             tee=spec.tee,
             attempt=attempt,
+            local_ranks_filter=spec.local_ranks_filter,
         )
 
     def _stop_workers(self, reason: str) -> None:

@@ -58,6 +58,9 @@ class WorkerSpec:
             served there too when the process routes group ``tpelastic`` to a Prometheus handler.
         health_host: the address the health endpoint binds (loopback unless you mean to
             expose it; ``0.0.0.0`` is every address).
+        local_ranks_filter: only these local ranks' output reaches the console; None is all.
+        numa_options, duplicate_stdout_filters, duplicate_stderr_filters, virtual_local_rank:
+            as :class:`tpelastic.launcher.LaunchConfig`'s.
     """
 
     __repr__ = value_repr
@@ -89,6 +92,11 @@ class WorkerSpec:
     )
     health_port: int | None = field(default=None, validator=_port_or_none)
     health_host: str = "127.0.0.1"
+    local_ranks_filter: frozenset[int] | None = None
+    numa_options: str | None = None
+    duplicate_stdout_filters: list[str] | None = None
+    duplicate_stderr_filters: list[str] | None = None
+    virtual_local_rank: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.max_nodes < self.min_nodes:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from attrs import field, frozen, validators
@@ -12,6 +11,10 @@ from tpelastic.adapters.workers.api import Std
 from tpelastic.core.values import value_eq, value_hash, value_repr
 
 START_METHODS = ("spawn", "fork", "forkserver")
+
+
+# The longest wait any setting may ask for: a year. Beyond it, timers and selectors overflow.
+MAX_SECONDS = 365 * 24 * 3600.0
 
 
 class ConfigError(ValueError):
@@ -28,8 +31,11 @@ def _int_at_least(low: int) -> Any:
 
 def _seconds(_instance: object, attribute: Any, value: object) -> None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not (math.isfinite(float(value)) and float(value) > 0):  # type: ignore[arg-type]
-        raise ConfigError(f"{attribute.name} must be a positive number of seconds, got {value!r}")
+    if not ok or not 0 < float(value) <= MAX_SECONDS:  # type: ignore[arg-type]
+        raise ConfigError(
+            f"{attribute.name} must be a positive number of seconds up to {MAX_SECONDS:g}, "
+            f"got {value!r}"
+        )
 
 
 def _port(_instance: object, attribute: Any, value: object) -> None:
@@ -81,6 +87,17 @@ class LaunchConfig:
         health_port: serve ``GET /health`` (JSON) at this port, on ``health_host``; None is
             off. The same host and port as the metrics endpoint serves both from one.
         health_host: the address the health endpoint binds.
+        shutdown_timeout: seconds a stopped worker has between the stop signal and SIGKILL, on
+            every stop path; None reads ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``, else 10.
+        signals_to_handle: the signals that stop the agent and its workers (comma-separated
+            names, as torchrun's ``--signals-to-handle``).
+        local_ranks_filter: only these local ranks' output reaches the console; None is all.
+        duplicate_stdout_filters, duplicate_stderr_filters: lines of the teed streams that
+            hold any of these texts are also copied to ``filtered_stdout.log`` /
+            ``filtered_stderr.log`` in the attempt's log folder.
+        virtual_local_rank: every worker sees ``LOCAL_RANK=0`` (with its own device first in
+            ``CUDA_VISIBLE_DEVICES``).
+        numa_options: torchrun's ``--numa-binding`` mode; binding applies to GPU workers only.
 
     Raises:
         ConfigError: on any bad value, naming the setting.
@@ -119,6 +136,13 @@ class LaunchConfig:
     health_port: int | None = field(default=None, validator=_port)
     metrics_host: str = "127.0.0.1"
     health_host: str = "127.0.0.1"
+    shutdown_timeout: float | None = None
+    signals_to_handle: str = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+    local_ranks_filter: frozenset[int] | None = None
+    duplicate_stdout_filters: list[str] | None = None
+    duplicate_stderr_filters: list[str] | None = None
+    virtual_local_rank: bool = False
+    numa_options: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.max_nodes < self.min_nodes:
@@ -139,6 +163,15 @@ class LaunchConfig:
                     f"metrics for group {group!r} must go to null, console or logging, "
                     f"got {handler!r}"
                 )
+        if self.shutdown_timeout is not None and not (
+            isinstance(self.shutdown_timeout, (int, float))
+            and not isinstance(self.shutdown_timeout, bool)
+            and 0 <= self.shutdown_timeout <= MAX_SECONDS
+        ):
+            raise ConfigError(
+                f"shutdown_timeout must be a number of seconds in 0..{MAX_SECONDS:g}, "
+                f"got {self.shutdown_timeout!r}"
+            )
         for optional in ("rdzv_timeout", "stall_timeout", "stall_first_step_timeout"):
             if getattr(self, optional) is not None:
                 _seconds(self, _Named(optional), getattr(self, optional))
@@ -161,4 +194,4 @@ class _Named:
         self.name = name
 
 
-__all__ = ["START_METHODS", "ConfigError", "LaunchConfig"]
+__all__ = ["MAX_SECONDS", "START_METHODS", "ConfigError", "LaunchConfig"]

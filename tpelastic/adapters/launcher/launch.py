@@ -149,6 +149,11 @@ def worker_spec(
         stall_first_step_timeout=config.stall_first_step_timeout,
         health_port=config.health_port,
         health_host=config.health_host,
+        local_ranks_filter=config.local_ranks_filter,
+        numa_options=config.numa_options,
+        duplicate_stdout_filters=config.duplicate_stdout_filters,
+        duplicate_stderr_filters=config.duplicate_stderr_filters,
+        virtual_local_rank=config.virtual_local_rank,
     )
 
 

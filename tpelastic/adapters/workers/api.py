@@ -71,11 +71,12 @@ def to_map(val: Std | int | str | dict[int, Std], local_world_size: int) -> dict
 
     Args:
         val: a ``Std``, its integer, a spec string (``"3"``, ``"0:1,1:2"``) or a per-rank dict.
-            Ranks missing from a per-rank spec get ``Std.NONE``.
+            Ranks missing from a per-rank spec get ``Std.NONE``; ranks beyond the local world
+            are ignored.
         local_world_size: how many local ranks there are.
 
     Raises:
-        WorkerStartError: the spec is malformed or names a rank outside the local world.
+        WorkerStartError: the spec is malformed.
     """
     if isinstance(val, str):
         val = Std.from_str(val)
@@ -85,11 +86,8 @@ def to_map(val: Std | int | str | dict[int, Std], local_world_size: int) -> dict
         if not 0 <= int(val) <= 3:
             raise WorkerStartError(f"invalid redirect spec {val!r}: values are 0, 1, 2 or 3")
         return {rank: Std(int(val)) for rank in range(local_world_size)}
-    bad = sorted(rank for rank in val if not 0 <= rank < local_world_size)
-    if bad:
-        raise WorkerStartError(
-            f"invalid redirect spec: local rank {bad[0]} is outside 0..{local_world_size - 1}"
-        )
+    # A rank beyond the local world is ignored, as torch's to_map: one spec serves nodes of
+    # several sizes.
     return {rank: Std(int(val.get(rank, Std.NONE))) for rank in range(local_world_size)}
 
 

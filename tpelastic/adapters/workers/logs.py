@@ -51,6 +51,9 @@ class LogsSpecs:
             spec string like ``"0:1,1:2"``).
         tee: streams written to files *and* copied, prefixed, to the agent's console.
         attempt: the attempt number or id (``3``, ``"r3"``) naming the attempt folder.
+        local_ranks_filter: when given, only these local ranks reach the console; the others'
+            teed streams go to their files only and their inherited streams to ``os.devnull``
+            (torchrun's ``--local-ranks-filter``). Log files are the same either way.
     """
 
     __repr__ = value_repr
@@ -61,6 +64,7 @@ class LogsSpecs:
     redirects: Std | int | str | dict[int, Std] = Std.NONE
     tee: Std | int | str | dict[int, Std] = Std.NONE
     attempt: int | str | None = field(default=None)
+    local_ranks_filter: frozenset[int] | None = None
 
     def reify(self, local_world_size: int) -> tuple[str, dict[int, RankFiles]]:
         """Create the attempt folder and return it with the files of every local rank.
@@ -77,13 +81,15 @@ class LogsSpecs:
             folder = os.path.join(attempt_dir, str(rank))
             os.makedirs(folder)
             keep = redirects[rank] | tee[rank]
+            shown = self.local_ranks_filter is None or rank in self.local_ranks_filter
+            hidden = "" if shown else os.devnull
             files[rank] = RankFiles(
                 local_rank=rank,
                 folder=folder,
-                stdout=os.path.join(folder, "stdout.log") if keep & Std.OUT else "",
-                stderr=os.path.join(folder, "stderr.log") if keep & Std.ERR else "",
-                tee_stdout=bool(tee[rank] & Std.OUT),
-                tee_stderr=bool(tee[rank] & Std.ERR),
+                stdout=os.path.join(folder, "stdout.log") if keep & Std.OUT else hidden,
+                stderr=os.path.join(folder, "stderr.log") if keep & Std.ERR else hidden,
+                tee_stdout=shown and bool(tee[rank] & Std.OUT),
+                tee_stderr=shown and bool(tee[rank] & Std.ERR),
                 error_file=os.path.join(folder, "error.json"),
                 return_file=os.path.join(folder, "return.pickle"),
             )

@@ -111,6 +111,7 @@ def start_processes(
     redirects: Std | int | str | dict[int, Std] = Std.NONE,
     tee: Std | int | str | dict[int, Std] = Std.NONE,
     attempt: int | str | None = None,
+    local_ranks_filter: frozenset[int] | None = None,
 ) -> PContext:
     """Start ``len(envs)`` workers and return their running context.
 
@@ -122,7 +123,8 @@ def start_processes(
         envs: per local rank ``0..n-1``, the variables added to that worker's environment.
         logs_specs: where output goes; when given, ``log_dir``/``redirects``/``tee``/``attempt``
             must be left at their defaults.
-        log_dir, redirects, tee, attempt: shorthand for ``LogsSpecs(...)``.
+        log_dir, redirects, tee, attempt, local_ranks_filter: shorthand for
+            ``LogsSpecs(...)``.
         start_method: for callables: ``spawn`` (default), ``fork`` or ``forkserver``.
 
     Returns:
@@ -134,8 +136,20 @@ def start_processes(
     """
     clean_envs = _check_envs(envs)
     if logs_specs is None:
-        logs_specs = LogsSpecs(log_dir=log_dir, redirects=redirects, tee=tee, attempt=attempt)
-    elif log_dir is not None or attempt is not None or redirects != Std.NONE or tee != Std.NONE:
+        logs_specs = LogsSpecs(
+            log_dir=log_dir,
+            redirects=redirects,
+            tee=tee,
+            attempt=attempt,
+            local_ranks_filter=local_ranks_filter,
+        )
+    elif (
+        log_dir is not None
+        or attempt is not None
+        or redirects != Std.NONE
+        or tee != Std.NONE
+        or local_ranks_filter is not None
+    ):
         raise WorkerStartError("give either logs_specs or log_dir/redirects/tee/attempt, not both")
     ctx: PContext
     if isinstance(entrypoint, str):
