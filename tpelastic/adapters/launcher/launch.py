@@ -13,7 +13,7 @@ from tpelastic.adapters.agent.local import LocalElasticAgent
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
 from tpelastic.adapters.launcher.checks import require_free_port
 from tpelastic.adapters.launcher.config import ConfigError, LaunchConfig
-from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
+from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.workers.api import ChildFailedError
 
 log = logging.getLogger("tpelastic.agent")
@@ -45,10 +45,13 @@ def rendezvous_parameters(config: LaunchConfig) -> RendezvousParameters:
         # until a dynamic backend is installed.
         backend = "static"
         options.setdefault("rank", 0)
+    endpoint = config.rdzv_endpoint
+    if backend in _DYNAMIC and not endpoint.strip():
+        endpoint = f"localhost:{DEFAULT_PORT}"  # torch's c10d backend: hosted here if free
     try:
         return RendezvousParameters(
             backend,
-            config.rdzv_endpoint,
+            endpoint,
             config.run_id,
             config.min_nodes,
             config.max_nodes,
