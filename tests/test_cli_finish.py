@@ -56,3 +56,18 @@ def test_a_closed_stdout_does_not_change_the_status():
         """
     )
     assert done.returncode == 0
+
+
+def test_X3_a_thread_stuck_in_a_blocking_call_does_not_hold_the_exit():
+    done = _end_with(
+        """
+        import threading, time
+        CODE = 3
+        threading.Thread(target=threading.Event().wait, name="stuck").start()  # never ends
+        STARTED = time.monotonic()
+        import atexit
+        atexit.register(lambda: print(f"{time.monotonic() - STARTED:.1f}"))
+        """
+    )
+    assert done.returncode == 3
+    assert float(done.stdout) < 2.0, done.stdout  # bounded wait (1 s), not forever

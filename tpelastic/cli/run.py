@@ -74,6 +74,7 @@ def _launch(ns: Namespace) -> int:
     deathsig.start_probe()  # runs while the agent imports and joins, not when workers start
     _setup_logging()
     from tpelastic.adapters.launcher.config import ConfigError
+    from tpelastic.adapters.launcher.exit_guard import ExitGuard
     from tpelastic.adapters.launcher.launch import run_agent
     from tpelastic.adapters.rendezvous.errors import RendezvousError
     from tpelastic.adapters.workers.api import WorkerStartError
@@ -81,7 +82,12 @@ def _launch(ns: Namespace) -> int:
 
     _resume_collection()
     try:
-        result = run_agent(config, entrypoint, cmd_args)
+        # Once the outcome is in, the agent's teardown ends within seconds, stuck or not.
+        guard = ExitGuard()
+        try:
+            result = run_agent(config, entrypoint, cmd_args, on_outcome=guard.arm)
+        finally:
+            guard.disarm()
     except (ConfigError, WorkerStartError) as error:
         raise UsageError(str(error)) from None
     except RendezvousError as error:

@@ -112,6 +112,9 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         self._next_look = 0.0
         self._watcher: RoundWatcher | None = None
         self._old_watchers: list[RoundWatcher] = []  # stopped, maybe still in a store wait
+        # Called with the exit code once the outcome is in and only the bounded teardown is
+        # left (the launcher arms its exit guard there); None for library callers.
+        self.on_outcome: Callable[[int], None] | None = None
         handler = spec.rdzv_handler
         self._obs = Observers(spec, self._config, lambda: handler.get_run_id(), lambda: self._state)
 
@@ -169,6 +172,9 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
 
                     depart(self._membership, self._spec.exit_barrier_timeout)
             finally:
+                code = self._state.exit_code
+                if self.on_outcome is not None and code is not None:
+                    self.on_outcome(code)
                 self._membership.leave()  # closes the store: a watcher's wait ends at once
                 self._join_watchers(_WATCHER_JOIN)
                 self._obs.close()

@@ -161,9 +161,16 @@ def worker_spec(
 
 
 def run_agent(
-    config: LaunchConfig, entrypoint: str | Callable[..., Any], args: Sequence[Any]
+    config: LaunchConfig,
+    entrypoint: str | Callable[..., Any],
+    args: Sequence[Any],
+    *,
+    on_outcome: Callable[[int], None] | None = None,
 ) -> RunResult:
     """Run this node's agent to the end and say how it ended (never raises for job failures).
+
+    ``on_outcome`` is called with the exit code once the outcome is in and only the agent's
+    bounded teardown is left (``tpelastic run`` arms its exit guard there).
 
     Raises:
         ConfigError: bad configuration (before anything starts).
@@ -182,10 +189,11 @@ def run_agent(
         config = evolve(config, health_host=config.metrics_host, health_port=config.metrics_port)
     if config.health_port is not None:
         require_free_port("--health-port", config.health_host, config.health_port)
-    spec = worker_spec(config, entrypoint, args)
+    agent = LocalElasticAgent(worker_spec(config, entrypoint, args))
+    agent.on_outcome = on_outcome
     if config.metrics_port is None:
-        return LocalElasticAgent(spec).run(config.role)
-    return _with_prometheus(config, shared, lambda: LocalElasticAgent(spec).run(config.role))
+        return agent.run(config.role)
+    return _with_prometheus(config, shared, lambda: agent.run(config.role))
 
 
 def _with_prometheus(config: LaunchConfig, shared: bool, run: Callable[[], RunResult]) -> RunResult:
