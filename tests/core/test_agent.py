@@ -312,9 +312,80 @@ def test_in_place_example(
     _check_example(state, event, IN_PLACE, phase, effects, exit_code)
 
 
+# A failure with the budget spent in a world with peers is held for the collateral window: a
+# peer's loss reported meanwhile makes it a membership change (specs/agent.md, A13).
+HOLD = evolve(IN_PLACE, collateral_window=1.2)
+HELD = evolve(LAST_TRY, phase=P.HOLDING, held_until=8.2, last_failure="worker local rank 1")
+HOLD_EXAMPLES = [
+    (
+        "failure, budget spent, peers: held",
+        LAST_TRY,
+        ag.WorkersFailed(now=7.0, failures=(FAIL,)),
+        P.HOLDING,
+        [ag.StopWorkers, Emit],
+        None,
+    ),
+    ("hang, budget spent, peers: held", LAST_TRY, STUCK, P.HOLDING, [ag.StopWorkers, Emit], None),
+    (
+        "failure, budget spent, alone: fails",
+        evolve(LAST_TRY, group_world_size=1, group_rank=0),
+        ag.WorkersFailed(now=7.0, failures=(FAIL,)),
+        P.FAILED,
+        [ag.StopWorkers, ag.CloseRendezvous, ag.ReportFailure],
+        1,
+    ),
+    (
+        "held, a peer was lost: re-joins",
+        HELD,
+        ag.NextRoundOpened(now=8.0, round=5, reason="membership"),
+        P.RENDEZVOUS,
+        [ag.JoinRendezvous],
+        None,
+    ),
+    ("held, window open", HELD, ag.TimePassed(now=8.0), P.HOLDING, [], None),
+    (
+        "held, window over: fails",
+        HELD,
+        ag.TimePassed(now=8.2),
+        P.FAILED,
+        [ag.CloseRendezvous, ag.ReportFailure],
+        1,
+    ),
+    ("held, an attempt seen", HELD, opened(attempt=1), P.HOLDING, [], None),
+    ("held, closed", HELD, CLOSED_BAD, P.FAILED, [ag.ReportFailure], 1),
+    ("held, closed ok", HELD, CLOSED_OK, P.SUCCEEDED, [], 0),
+    ("held, signal", HELD, SIGTERM, P.FAILED, [ag.LeaveRendezvous, ag.ReportFailure], 143),
+    (
+        "held, store lost",
+        HELD,
+        ag.RendezvousFailed(now=8.0, reason="refused", kind="connection"),
+        P.FAILED,
+        [ag.ReportFailure],
+        3,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "event", "phase", "effects", "exit_code"),
+    HOLD_EXAMPLES,
+    ids=[e[0] for e in HOLD_EXAMPLES],
+)
+def test_hold_example(
+    name: str,
+    state: ag.AgentState,
+    event: ag.AgentEventT,
+    phase: P,
+    effects: list[type],
+    exit_code: int | None,
+) -> None:
+    _check_example(state, event, HOLD, phase, effects, exit_code)
+
+
 def test_every_row_has_an_example() -> None:
     used = {ag.TABLE.select(state, event, CFG) for _, state, event, *_ in EXAMPLES}
     used |= {ag.TABLE.select(s, e, IN_PLACE) for _, s, e, *_ in IN_PLACE_EXAMPLES}
+    used |= {ag.TABLE.select(s, e, HOLD) for _, s, e, *_ in HOLD_EXAMPLES}
     assert used == set(ag.TABLE.rows)
 
 

@@ -1,5 +1,6 @@
 """Availability with real agents on 127.0.0.1 (tcp backend): a paused agent, the store host
-included, re-joins instead of ending the job (specs/agent.md, A12)."""
+included, re-joins instead of ending the job (specs/agent.md, A12); a worker failure caused by a
+peer's loss is a membership change, not a budget unit (A13)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import signal
 import time
 from pathlib import Path
 
+import psutil
 import pytest
-from e2e_helpers import finish, free_port, records, wait_for_records
+from e2e_helpers import descendants, finish, free_port, records, wait_for_records
 from e2e_helpers import tcp_node as node
 
 pytestmark = pytest.mark.slow
@@ -43,3 +45,28 @@ def test_a_paused_agent_rejoins_and_the_job_finishes(
     assert len(rounds) >= 2, rounds  # the pause fenced the world: a new round trained
     for log in ("a.log", "b.log"):
         assert "job failed" not in (tmp_path / log).read_text()
+
+
+def test_A13_losing_a_node_after_the_budget_is_spent_is_a_membership_change(
+    tmp_path: Path, out: Path
+) -> None:
+    """One worker crash spends the whole budget (max_restarts 1); then node B dies with its
+    workers. A's workers fail on the lost peer: that is a membership change, not a second
+    unit, so A re-forms a world alone and finishes."""
+    port = free_port()
+    work = ("--out", str(out), "--crash-until", "1", "--train-for", "4")
+    a = node(port, "lose", "1:2", tmp_path / "a.log", *work, restarts=1, conf=",is_host=1")
+    b = node(port, "lose", "1:2", tmp_path / "b.log", *work, restarts=1, conf=",is_host=0")
+    # Attempt 0 records 4 workers, then global rank 0 crashes; attempt 1 records 4 more.
+    wait_for_records(out, 8)
+    time.sleep(0.5)  # attempt 1 is training (all_reducing)
+    for proc in [*descendants(b.pid), psutil.Process(b.pid)]:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    b.wait(timeout=10)
+    assert finish(a, tmp_path / "a.log") == 0, (tmp_path / "a.log").read_text()
+    alone = [r for r in records(out) if r["world"] == 2]
+    assert len(alone) == 2, records(out)  # A's two workers trained in a world of their own
+    assert {r["env"]["TPELASTIC_RESTART_COUNT"] for r in alone} == {"1"}  # no unit spent

@@ -221,6 +221,7 @@ agent_events: st.SearchStrategy[ag.AgentEventT] = st.one_of(
         reason=st.just("peer failed"),
     ),
     st.builds(ag.KeepAliveLapsed, now=instants, reason=st.just("paused")),
+    st.builds(ag.TimePassed, now=instants),
     st.builds(ag.ExitBarrierPassed, now=instants),
     st.builds(ag.ExitBarrierTimedOut, now=instants),
     st.builds(

@@ -82,7 +82,7 @@ class AgentsAndBudget(RuleBasedStateMachine):
 
     def live(self, *phases: P) -> list[str]:
         """Nodes alive and in one of ``phases`` (default: any phase that is not terminal)."""
-        wanted = phases or (P.INIT, P.RENDEZVOUS, P.RUNNING, P.EXIT_BARRIER)
+        wanted = phases or (P.INIT, P.RENDEZVOUS, P.RUNNING, P.HOLDING, P.EXIT_BARRIER)
         return sorted(n for n, s in self.agents.items() if n not in self.dead and s.phase in wanted)
 
     def deliver(self, node: str, event: ag.AgentEventT) -> None:
@@ -130,7 +130,8 @@ class AgentsAndBudget(RuleBasedStateMachine):
             oracle.closed = oracle.closed or effect.outcome
             outcome = oracle.closed
             closed = ag.RendezvousClosed(now=now, outcome=outcome, reason=f"closed by {node}")  # type: ignore[arg-type]
-            return [(n, closed) for n in self.live(P.RENDEZVOUS, P.RUNNING, P.EXIT_BARRIER)]
+            joined = self.live(P.RENDEZVOUS, P.RUNNING, P.HOLDING, P.EXIT_BARRIER)
+            return [(n, closed) for n in joined]
         return []
 
     def fence_members(self, by: str, reason: str) -> list[tuple[str, ag.AgentEventT]]:
@@ -140,7 +141,7 @@ class AgentsAndBudget(RuleBasedStateMachine):
         return [
             (n, opened)
             for n in self.oracle.members
-            if n != by and n in self.live(P.RUNNING, P.EXIT_BARRIER)
+            if n != by and n in self.live(P.RUNNING, P.HOLDING, P.EXIT_BARRIER)
         ]
 
     def open_attempt(self, by: str, effect: ag.OpenAttempt) -> list[tuple[str, ag.AgentEventT]]:
@@ -174,9 +175,16 @@ class AgentsAndBudget(RuleBasedStateMachine):
         extra=st.integers(0, 2),
         nodes=st.integers(0, 2),
         in_place=st.booleans(),
+        window=st.sampled_from([0.0, 1.2, 30.0]),
     )
     def start(
-        self, max_restarts: int, min_nodes: int, extra: int, nodes: int, in_place: bool
+        self,
+        max_restarts: int,
+        min_nodes: int,
+        extra: int,
+        nodes: int,
+        in_place: bool,
+        window: float,
     ) -> None:
         nodes += min_nodes  # enough nodes to form the first world
         self.config = ag.AgentConfig(
@@ -185,6 +193,7 @@ class AgentsAndBudget(RuleBasedStateMachine):
             max_nodes=min_nodes + extra,
             local_world_size=2,
             restart_in_place=in_place,
+            collateral_window=window,
         )
         for _ in range(nodes):
             self.add_node()
@@ -248,6 +257,12 @@ class AgentsAndBudget(RuleBasedStateMachine):
             local_rank=0, global_rank=0, exitcode=1, signal=None, at=self.now, reason="exit 1"
         )
         self.deliver_all([(n, ag.WorkersFailed(now=self.now, failures=(failure,))) for n in pair])
+
+    @precondition(lambda self: self.live(P.HOLDING))
+    @rule()
+    def time_passes_while_holding(self) -> None:
+        for node in self.live(P.HOLDING):
+            self.deliver(node, ag.TimePassed(now=self.now))
 
     @precondition(lambda self: self.live(P.RUNNING))
     @rule(data=st.data())
@@ -341,6 +356,9 @@ class AgentsAndBudget(RuleBasedStateMachine):
             if self.live(P.RUNNING):
                 for node in self.live(P.RUNNING):
                     self.deliver(node, ag.WorkersSucceeded(now=self.now))
+            elif self.live(P.HOLDING):
+                self.now += self.config.collateral_window
+                self.time_passes_while_holding()
             elif self.live(P.EXIT_BARRIER):
                 self.exit_barrier_passes()
             elif self.live(P.RENDEZVOUS):
@@ -430,6 +448,31 @@ class AgentsAndBudget(RuleBasedStateMachine):
             assert ag.JoinRendezvous(failure=False) in record.result.effects
 
     @invariant()
+    def inv_A13_a_peer_lost_within_the_window_is_a_membership_change(self) -> None:
+        """A failure with the budget spent in a world with peers is held (workers stopped,
+        nothing closed) for the collateral window; a peer's loss meanwhile re-joins without a
+        failure report or a unit spent; only the window's end fails the job for it."""
+        for record in self.new_records(
+            "inv_A13_a_peer_lost_within_the_window_is_a_membership_change"
+        ):
+            before, after = record.before, record.result.state
+            effects = record.result.effects
+            if after.phase is P.HOLDING and before.phase is P.RUNNING:
+                assert isinstance(record.event, FAILURE_EVENTS), record
+                assert not can_restart(before.restart_count, self.config.max_restarts)
+                assert [type(e) for e in effects][:1] == [ag.StopWorkers], record
+                assert not any(isinstance(e, ag.CloseRendezvous) for e in effects)
+            if before.phase is not P.HOLDING:
+                continue
+            assert after.restart_count == before.restart_count
+            if isinstance(record.event, ag.NextRoundOpened):
+                assert effects == (ag.JoinRendezvous(failure=False),), record
+            closes = any(isinstance(e, ag.CloseRendezvous) for e in effects)
+            if closes:
+                assert isinstance(record.event, ag.TimePassed), record
+                assert before.held_until is not None and record.event.now >= before.held_until
+
+    @invariant()
     def inv_A2_signal_never_closes(self) -> None:
         """A signal never yields CloseRendezvous: the agent leaves, the others go on."""
         for record in self.new_records("inv_A2_signal_never_closes"):
@@ -452,6 +495,8 @@ class AgentsAndBudget(RuleBasedStateMachine):
                 else:
                     assert record.result.state.phase is P.RENDEZVOUS
                     assert ag.JoinRendezvous(failure=True) in effects
+            elif record.result.state.phase is P.HOLDING:
+                assert self.config.collateral_window > 0 and record.before.group_world_size > 1
             else:
                 assert record.result.state.phase is P.FAILED
                 assert (

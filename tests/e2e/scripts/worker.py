@@ -43,6 +43,8 @@ def main() -> None:
     parser.add_argument("--fail-always", action="store_true")
     parser.add_argument("--hold-unless-world", type=int, default=0)
     parser.add_argument("--hold", type=float, default=0.0)
+    # Keep all_reducing for this long: a peer lost meanwhile fails the worker, as in training.
+    parser.add_argument("--train-for", type=float, default=0.0)
     args, unknown = parser.parse_known_args()
     restart = int(os.environ["TPELASTIC_RESTART_COUNT"])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -71,6 +73,10 @@ def main() -> None:
     dist.all_reduce(tp.tensor([0.0]))  # a barrier: every rank recorded before anyone crashes
     if restart < args.crash_until and rank == restart % world:
         os.kill(os.getpid(), signal.SIGKILL)
+    until = time.monotonic() + args.train_for
+    while time.monotonic() < until:
+        dist.all_reduce(tp.tensor([1.0]))
+        time.sleep(0.05)
     deadline = time.monotonic() + (60.0 if args.hold_unless_world else args.hold)
     while time.monotonic() < deadline and world != args.hold_unless_world:
         time.sleep(0.05)

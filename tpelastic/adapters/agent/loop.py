@@ -101,6 +101,7 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
             local_world_size=spec.local_world_size,
             role=spec.role,
             restart_in_place=self._membership.in_place,
+            collateral_window=self._membership.collateral_window(),
         )
         self._state = core.initial_state(self._config)
         self._queue: deque[Any] = deque()
@@ -216,6 +217,8 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
     # -- observing ----------------------------------------------------------------------------
 
     def _observe(self) -> Any | None:
+        if self._state.phase is core.AgentPhase.HOLDING:
+            return self._observe_hold()
         if self._state.phase is not core.AgentPhase.RUNNING:
             # Joining and the exit barrier are carried out synchronously and queue their
             # outcome; nothing queued means the table rejected that outcome (a round that does
@@ -245,6 +248,14 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         finally:
             if woken and watcher is not None:
                 watcher.resume()
+
+    def _observe_hold(self) -> Any:
+        """A held failure: keep looking (a look also times the ring successor, whose loss is
+        what the hold waits for); the core decides when the hold is over."""
+        time.sleep(min(self._spec.monitor_interval, _LOOK_EVERY))
+        now = time.monotonic()
+        seen = self._look(now, running=False)
+        return seen if seen is not None else core.TimePassed(now=now)
 
     def _look_period(self) -> float:
         if self._watcher is None:

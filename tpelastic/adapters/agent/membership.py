@@ -43,6 +43,8 @@ _HEARTBEAT_LOOK_MAX = 0.25
 # A member waiting for rank 0's endpoint of a new attempt looks this often for what ends the
 # wait otherwise (rank 0 found dead opens the next round; a newer attempt; a close).
 _ATTEMPT_LOOK_EVERY = 0.5
+# Added to a held failure's window: scheduling delay on a loaded machine (seconds).
+_COLLATERAL_MARGIN = 0.5
 
 
 @frozen(kw_only=True)
@@ -227,6 +229,19 @@ class Membership:
         config = getattr(getattr(self.handler, "settings", None), "config", None)
         interval = getattr(config, "heartbeat_interval", None)
         return min(_HEARTBEAT_LOOK_MAX, float(interval)) if interval else _HEARTBEAT_LOOK_MAX
+
+    def collateral_window(self) -> float:
+        """How long after a worker failure a peer's loss still counts as its cause: the latest
+        a ring predecessor reports a peer that died at the failure (its last beat may be an
+        interval before, and it is looked at every interval or 0.25 s) plus a margin for a
+        loaded machine: heartbeat timeout + 2 intervals + 0.5 s. 0.0 without a heartbeat
+        (fixed membership never holds)."""
+        config = getattr(getattr(self.handler, "settings", None), "config", None)
+        timeout = getattr(config, "heartbeat_timeout", None)
+        interval = getattr(config, "heartbeat_interval", None)
+        if not self.round_aware or not timeout or not interval:
+            return 0.0
+        return float(timeout) + 2 * float(interval) + _COLLATERAL_MARGIN
 
     def healthy(self) -> bool:
         """False once this node's heartbeats stopped reaching the store (self-fence then)."""

@@ -31,7 +31,8 @@ def _stop_if_running(state: AgentState, reason: str) -> tuple[object, ...]:
 
 
 def _finish(state: AgentState, exit_code: int, failure: str | None = None) -> AgentState:
-    return evolve(state, exit_code=exit_code, last_failure=failure or state.last_failure)
+    last = failure or state.last_failure
+    return evolve(state, exit_code=exit_code, last_failure=last, held_until=None)
 
 
 def join_fresh(state: AgentState, event: ev.AgentStarted, config: AgentConfig) -> Out:
@@ -175,6 +176,26 @@ def fail_job(state: AgentState, event: FailureEvent, config: AgentConfig) -> Out
     return _finish(state, EXIT_WORKERS_FAILED, reason), effects
 
 
+def hold_failure(state: AgentState, event: FailureEvent, config: AgentConfig) -> Out:
+    # A peer lost at the failure is usually why it failed ("Connection closed by peer"); its
+    # loss is reported within the window, and then the failure is a membership change.
+    reason = _describe(_failures(state, event))
+    window = config.collateral_window
+    note = f"{reason}; budget spent: waiting up to {window:g}s for a peer's loss to explain it"
+    warning = Emit(name="agent.warning", fields=(("reason", note), ("round", state.round)))
+    held = evolve(state, last_failure=reason, held_until=event.now + window)
+    return held, (ev.StopWorkers(reason=reason), warning)
+
+
+def fail_held(state: AgentState, event: ev.TimePassed, config: AgentConfig) -> Out:
+    reason = state.last_failure or "workers failed"
+    effects = (
+        ev.CloseRendezvous(outcome="failed", reason="workers failed, budget exhausted"),
+        ev.ReportFailure(reason=reason, exit_code=EXIT_WORKERS_FAILED),
+    )
+    return _finish(evolve(state, held_until=None), EXIT_WORKERS_FAILED, reason), effects
+
+
 def scale_up(state: AgentState, event: ev.NodesWaiting, config: AgentConfig) -> Out:
     effects = (
         ev.StopWorkers(reason="scale_up"),
@@ -186,7 +207,8 @@ def scale_up(state: AgentState, event: ev.NodesWaiting, config: AgentConfig) -> 
 
 def rejoin(state: AgentState, event: ev.NextRoundOpened, config: AgentConfig) -> Out:
     reason = f"round {event.round} opened: {event.reason}"
-    return state, (*_stop_if_running(state, reason), ev.JoinRendezvous(failure=False))
+    new = evolve(state, held_until=None)
+    return new, (*_stop_if_running(state, reason), ev.JoinRendezvous(failure=False))
 
 
 def fence(state: AgentState, event: ev.KeepAliveLapsed, config: AgentConfig) -> Out:

@@ -150,6 +150,17 @@ class KeepAliveLapsed:
 
 
 @frozen(kw_only=True)
+class TimePassed:
+    """Nothing else happened by ``now`` (a held failure's window may be over)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+
+
+@frozen(kw_only=True)
 class ExitBarrierPassed:
     """Every node of the round reached the exit barrier."""
 
@@ -207,6 +218,7 @@ AgentEventT = (
     | NextRoundOpened
     | AttemptOpened
     | KeepAliveLapsed
+    | TimePassed
     | ExitBarrierPassed
     | ExitBarrierTimedOut
     | RendezvousClosed
@@ -223,6 +235,7 @@ AGENT_EVENTS: tuple[type, ...] = (
     NextRoundOpened,
     AttemptOpened,
     KeepAliveLapsed,
+    TimePassed,
     ExitBarrierPassed,
     ExitBarrierTimedOut,
     RendezvousClosed,
@@ -368,6 +381,7 @@ __all__ = [
     "SignalReceived",
     "StartWorkers",
     "StopWorkers",
+    "TimePassed",
     "WorkerStuck",
     "WorkersFailed",
     "WorkersSucceeded",

@@ -48,10 +48,32 @@ def budget_left_in_place(state: AgentState, event: FailureEvent, config: AgentCo
     return _rank_known(state, event) and left and config.restart_in_place
 
 
+def _peer_may_explain(state: AgentState, config: AgentConfig) -> bool:
+    return config.collateral_window > 0 and state.group_world_size > 1
+
+
 def budget_spent(state: AgentState, event: FailureEvent, config: AgentConfig) -> bool:
-    """Has the job used every restart it may (restart_count >= max_restarts)?"""
+    """Has the job used every restart it may (restart_count >= max_restarts), with no peer
+    whose loss could explain the failure (alone, or no collateral window)?"""
     left = can_restart(state.restart_count, config.max_restarts)
-    return _rank_known(state, event) and not left
+    return _rank_known(state, event) and not left and not _peer_may_explain(state, config)
+
+
+def budget_spent_peers_left(state: AgentState, event: FailureEvent, config: AgentConfig) -> bool:
+    """Has the job used every restart it may, while a peer's loss could still explain the
+    failure (the world has peers and a collateral window)?"""
+    left = can_restart(state.restart_count, config.max_restarts)
+    return _rank_known(state, event) and not left and _peer_may_explain(state, config)
+
+
+def hold_over(state: AgentState, event: ev.TimePassed, config: AgentConfig) -> bool:
+    """Has the held failure's collateral window passed with no peer lost?"""
+    return state.held_until is not None and event.now >= state.held_until
+
+
+def hold_on(state: AgentState, event: ev.TimePassed, config: AgentConfig) -> bool:
+    """Is the held failure's collateral window still open?"""
+    return not hold_over(state, event, config)
 
 
 def room_for_waiting(state: AgentState, event: ev.NodesWaiting, config: AgentConfig) -> bool:

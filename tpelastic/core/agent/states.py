@@ -20,6 +20,9 @@ class AgentPhase(enum.Enum):
     INIT = "INIT"  # created, not yet joined
     RENDEZVOUS = "RENDEZVOUS"  # joining / waiting for a round to complete; no local workers run
     RUNNING = "RUNNING"  # the round's workers were started and may be running
+    # The workers failed with the budget spent; waiting up to the collateral window for a
+    # peer's loss that would make the failure a membership change instead (workers stopped).
+    HOLDING = "HOLDING"
     EXIT_BARRIER = "EXIT_BARRIER"  # local workers succeeded; waiting for the rest of the world
     SUCCEEDED = "SUCCEEDED"  # terminal: exit code 0
     FAILED = "FAILED"  # terminal: exit code 1, 3 or 128 + signum
@@ -50,6 +53,11 @@ class AgentConfig:
     # The rendezvous can restart a round's workers in place (attempts within a round: the
     # dynamic handler); otherwise a worker failure re-joins and a new round spends the unit.
     restart_in_place: bool = False
+    # How long after a worker failure a peer's loss (a peer found dead or gone, the round
+    # superseded) still counts as its cause: the latest a ring predecessor reports a peer that
+    # died at the failure, plus a margin (the adapter derives it from the heartbeat). 0: never
+    # held.
+    collateral_window: float = field(default=0.0, validator=validators.ge(0.0))
 
 
 @frozen(kw_only=True)
@@ -70,6 +78,8 @@ class AgentState:
     attempt: int = field(default=0, validator=validators.ge(0))
     local_world_size: int = field(default=1, validator=validators.ge(1))
     last_failure: str | None = None  # why the last attempt ended badly, if it did
+    # HOLDING only: until when a peer's loss may still explain the held failure.
+    held_until: float | None = None
     exit_code: int | None = None  # set exactly when the phase is terminal
 
 

@@ -14,7 +14,9 @@ actions in actions.py, all pure. Rules the rows keep:
   reporting the failure and the next round's closer spends the unit. With no budget left the job
   fails and the rendezvous is closed for everyone.
 * A membership change (nodes waiting, a peer opening the next round) re-joins without a report,
-  so it spends nothing.
+  so it spends nothing. A worker failure with the budget spent in a world with peers is held
+  (workers stopped) for the collateral window: a peer's loss reported meanwhile makes it a
+  membership change; otherwise the job fails as before.
 * A lapsed keep-alive fences the node (stop its workers, end the world) and re-joins: fencing
   is not failing, and it spends no budget.
 * A signal leaves the rendezvous gracefully and never closes it for the others.
@@ -30,7 +32,7 @@ from tpelastic.core.table import Action, Guard, Row, Step, build_table
 
 A = AgentPhase
 # Rows are grouped by event, then by source phase: the order the exported table shows them in.
-_JOINED = (A.RENDEZVOUS, A.RUNNING, A.EXIT_BARRIER)
+_JOINED = (A.RENDEZVOUS, A.RUNNING, A.HOLDING, A.EXIT_BARRIER)
 _NEVER = "cannot happen while every node follows this table; fail rather than overspend"
 ROWS = (
     Row(src=A.INIT, on=ev.AgentStarted, dst=A.RENDEZVOUS, action="join_fresh"),
@@ -51,6 +53,7 @@ ROWS = (
     ),
     Row(src=A.RENDEZVOUS, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
     Row(src=A.RUNNING, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
+    Row(src=A.HOLDING, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
     Row(
         src=A.EXIT_BARRIER,
         on=ev.RendezvousFailed,
@@ -80,6 +83,14 @@ ROWS = (
                 note="the next round spends one unit job-wide",
             ),
             Row(src=A.RUNNING, on=on, dst=A.FAILED, guard="budget_spent", action="fail_job"),
+            Row(
+                src=A.RUNNING,
+                on=on,
+                dst=A.HOLDING,
+                guard="budget_spent_peers_left",
+                action="hold_failure",
+                note="a peer's loss within the collateral window would make it a membership change",
+            ),
         )
     ),
     Row(
@@ -107,6 +118,29 @@ ROWS = (
         guard="newer_round",
         action="rejoin",
         note="a peer failed after we finished: rejoin",
+    ),
+    Row(
+        src=A.HOLDING,
+        on=ev.NextRoundOpened,
+        dst=A.RENDEZVOUS,
+        guard="newer_round",
+        action="rejoin",
+        note="a peer was lost: the held failure was collateral, a membership change (no budget)",
+    ),
+    Row(
+        src=A.HOLDING,
+        on=ev.TimePassed,
+        dst=A.FAILED,
+        guard="hold_over",
+        action="fail_held",
+        note="no peer lost within the window: the failure was the job's own",
+    ),
+    Row(src=A.HOLDING, on=ev.TimePassed, dst=A.HOLDING, guard="hold_on", note="keep holding"),
+    Row(
+        src=A.HOLDING,
+        on=ev.AttemptOpened,
+        dst=A.HOLDING,
+        note="no attempt fits a spent budget; the hold decides",
     ),
     Row(
         src=A.RENDEZVOUS,
@@ -180,6 +214,9 @@ GUARDS: dict[str, Guard] = {
     "budget_left": gd.budget_left,
     "budget_left_in_place": gd.budget_left_in_place,
     "budget_spent": gd.budget_spent,
+    "budget_spent_peers_left": gd.budget_spent_peers_left,
+    "hold_over": gd.hold_over,
+    "hold_on": gd.hold_on,
     "room_for_waiting": gd.room_for_waiting,
     "no_room_for_waiting": gd.no_room_for_waiting,
     "newer_round": gd.newer_round,
@@ -200,6 +237,8 @@ ACTIONS: dict[str, Action] = {
     "follow_attempt": act.follow_attempt,
     "fail_attempt_over_budget": act.fail_attempt_over_budget,
     "fail_job": act.fail_job,
+    "hold_failure": act.hold_failure,
+    "fail_held": act.fail_held,
     "scale_up": act.scale_up,
     "rejoin": act.rejoin,
     "fence": act.fence,
@@ -228,7 +267,9 @@ TABLE = build_table(
         "`restart_in_place` the node opens the round's next attempt and every member restarts "
         "its workers for it (restart count: the round's plus the attempt), otherwise it re-joins "
         "reporting the failure and the next round spends the unit. Without budget it "
-        "fails the job and closes the rendezvous; a membership change re-joins without "
+        "fails the job and closes the rendezvous, but in a world with peers it first holds "
+        "the failure (HOLDING, workers stopped) for the collateral window: a peer lost "
+        "meanwhile makes it a membership change; a membership change re-joins without "
         "spending; a lapsed keep-alive fences the node's workers and re-joins (no budget); a "
         "signal leaves gracefully and never closes the rendezvous. Exit codes: 0 "
         "succeeded, 1 workers failed with no budget left (or the job failed elsewhere), 3 "
