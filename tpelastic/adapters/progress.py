@@ -203,6 +203,8 @@ class Stall:
     idle_for: float
     counter: int | None  # None: never reported a step
     waiting: bool  # True: blocked in a collective, probably on another rank
+    collectives: int = 0  # how many collectives it entered (0 without the collective hook)
+    collective: str = ""  # the last one's name
 
     def describe(self) -> str:
         last = "no step yet" if self.counter is None else f"last step {self.counter}"
@@ -271,8 +273,19 @@ class ProgressWatch:
             idle = now - since
             limit = self.first_step_timeout if counter in (None, 0) else self.idle_timeout
             if idle >= limit:
-                stalls.append(Stall(rank=rank, idle_for=idle, counter=counter, waiting=waiting))
-        return sorted(stalls, key=lambda s: (s.waiting, s.rank))
+                sample = self._samples[rank]
+                stalls.append(
+                    Stall(
+                        rank=rank,
+                        idle_for=idle,
+                        counter=counter,
+                        waiting=waiting,
+                        collectives=sample.collectives if sample is not None else 0,
+                        collective=sample.collective if sample is not None else "",
+                    )
+                )
+        # The likely cause first: not waiting, then the fewest collectives entered.
+        return sorted(stalls, key=lambda s: (s.waiting, s.collectives, s.rank))
 
     def samples(self) -> dict[int, ProgressSample | None]:
         """The last readable sample of each rank (None before the first)."""

@@ -232,10 +232,13 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         stall = self._obs.stuck(now, self._live_local_ranks)
         if stall is not None:
             global_rank = self._state.group_rank * self._spec.local_world_size + stall.rank
-            log.warning("worker %s", describe_stall(stall, global_rank))
+            cause = self._obs.culprit(stall, global_rank)
+            log.warning("worker %s", describe_stall(stall, global_rank, cause))
             publish.failure(publish.HANG)
             publish.workers(UNHEALTHY=1, HEALTHY=self._spec.local_world_size - 1)
-            return core.WorkerStuck(now=now, local_rank=stall.rank, idle_for=stall.idle_for)
+            return core.WorkerStuck(
+                now=now, local_rank=stall.rank, idle_for=stall.idle_for, cause=cause
+            )
         if not self._membership.healthy():
             return core.KeepAliveLapsed(now=now, reason="this node's heartbeats stopped landing")
         watcher = self._watcher

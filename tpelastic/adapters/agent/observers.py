@@ -34,12 +34,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("tpelastic.agent")  # report.log's logger, without importing report
 PROGRESS_FILE_ENV = "TPELASTIC_PROGRESS_FILE"  # the same names progress.py and timer/api.py read
 TIMER_FILE_ENV = "TPELASTIC_TIMER_FILE"
+COLLECTIVES_ENV = "TPELASTIC_COLLECTIVES"  # collectives.py's name
+STRAGGLER_FACTOR_ENV = "TPELASTIC_STRAGGLER_FACTOR"
 _TIMER_INTERVAL = 0.5  # a late worker is killed at most about this long after its deadline
 _EXPIRY_GRACE = 0.5  # how long a SIGKILLed worker's failure waits for the timer's own report
 _READ_EVERY = 0.2  # progress files are read at most this often
 # Starting a worker (imports, process group, data) takes longer than a step; unless told
 # otherwise the agent allows at least this long for the first step.
 FIRST_STEP_DEFAULT = 60.0
+# Agents publish a status record this often (and at every change of their state); 0 is off.
+STATUS_INTERVAL_ENV = "TPELASTIC_STATUS_INTERVAL"
+_STATUS_EVERY = 2.0
 
 
 class Observers:
@@ -76,10 +81,14 @@ class Observers:
         self._progress_files: dict[int, str] = {}
         self._live: tuple[int, ...] = ()
         self._next_read = 0.0
+        self._status: Any = None
+        self._node = ""
+        self._straggling: set[int] = set()  # global ranks logged as stragglers this attempt
 
     @property
     def watches_progress(self) -> bool:
-        return self._spec.stall_timeout is not None or self._spec.health_port is not None
+        spec = self._spec
+        return spec.stall_timeout is not None or spec.health_port is not None or bool(self._status)
 
     def start(self) -> None:
         """Start the timer server and the health endpoint when enabled.
@@ -87,6 +96,7 @@ class Observers:
         Raises:
             OSError: the health port cannot be bound, or the run folder cannot be made.
         """
+        self._start_status()
         if self._events is not None:
             from tpelastic.adapters.rendezvous import driver
 
@@ -109,8 +119,9 @@ class Observers:
 
             port, host = self._spec.health_port, self._spec.health_host
             try:
+                status = self.job_view if self._status is not None else None
                 self._health = HealthServer(
-                    self.snapshot, port=port, host=host, metrics=routed_metrics
+                    self.snapshot, port=port, host=host, metrics=routed_metrics, status=status
                 )
             except OSError as error:
                 raise OSError(
@@ -118,8 +129,27 @@ class Observers:
                 ) from None
             log.info("health endpoint at %s", self._health.url)
 
+    def _start_status(self) -> None:
+        # Dynamic backends only: their store is the job's, and every member can reach it.
+        handler = self._spec.rdzv_handler
+        store, node = getattr(handler, "store", None), getattr(handler, "node_id", None)
+        interval = float(os.environ.get(STATUS_INTERVAL_ENV, _STATUS_EVERY) or 0)
+        if store is None or not isinstance(node, str) or interval <= 0:
+            return
+        if type(store).__module__ == "tpelastic.adapters.stores.memory":
+            return  # a one-node job's own memory: nobody else could read it
+        from tpelastic.adapters.status import StatusPublisher, status_key
+
+        self._node = node
+        key = status_key(self._run_id(), node)
+        self._status = StatusPublisher(store, key, self.status_record, interval)
+        self._status.start()
+
     def close(self) -> None:
         """Stop the servers and remove the run folder; idempotent, never raises."""
+        if self._status is not None:
+            self._status.close()
+            self._status = None
         if self._events is not None:
             from tpelastic.adapters.rendezvous import driver
 
@@ -148,6 +178,8 @@ class Observers:
         seen at every look) is not recorded: it would repeat every 0.25 s, and leaving it out
         changes no replay.
         """
+        if self._status is not None and result.state != before:
+            self._status.kick()
         if self._events is None or (result.state == before and not result.effects):
             return
         from tpelastic.adapters.sinks.agent_trace import step_event
@@ -224,6 +256,15 @@ class Observers:
             self._new_watch(round_no, sorted(envs), now)
             for rank, extra in added.items():
                 extra[PROGRESS_FILE_ENV] = self._progress_files[rank]
+        if self._spec.stall_timeout is not None:
+            # Record which collective each worker is in, so a hang names the rank that never
+            # reached it (tpelastic.adapters.collectives, loaded by the boot sitecustomize).
+            from tpelastic.adapters.boot import BOOT_DIR
+
+            path = os.pathsep.join(p for p in (BOOT_DIR, os.environ.get("PYTHONPATH")) if p)
+            for extra in added.values():
+                extra[COLLECTIVES_ENV] = "1"
+                extra["PYTHONPATH"] = path
         return {rank: {**env, **added[rank]} for rank, env in envs.items()}
 
     def _new_watch(self, round_no: int, ranks: list[int], now: float) -> None:
@@ -243,6 +284,7 @@ class Observers:
             }
             self._watch = ProgressWatch(ranks, now, idle_timeout=timeout, first_step_timeout=first)
             self._live = tuple(ranks)
+            self._straggling = set()
 
     def workers_stopped(self, pids: set[int]) -> None:
         """The attempt is over: stop watching its progress and drop its workers' timers."""
@@ -274,9 +316,34 @@ class Observers:
         for rank, sample in samples.items():
             if sample is not None and sample.counter > 0:
                 publish.rank_progress(first + rank, sample.counter, sample.step_seconds)
+        self._check_stragglers(first, samples)
         if self._spec.stall_timeout is None:
             return None
         return stalls[0] if stalls else None
+
+    def _check_stragglers(self, first: int, samples: dict[int, Any]) -> None:
+        """Log each local rank once per attempt when its last step takes the straggler factor
+        times the local median or more (``TPELASTIC_STRAGGLER_FACTOR``, default 2)."""
+        timed = {r: s.step_seconds for r, s in samples.items() if s and s.step_seconds}
+        if len(timed) < 2:
+            return
+        from tpelastic.adapters.agent import publish
+        from tpelastic.adapters.status import STRAGGLER_FACTOR, stragglers
+
+        factor = float(os.environ.get(STRAGGLER_FACTOR_ENV) or STRAGGLER_FACTOR)
+        entries = [{"rank": first + r, "step_time_s": t} for r, t in timed.items()]
+        slow = stragglers(entries, factor)
+        publish.stragglers(len(slow))
+        for entry in slow:
+            if entry["rank"] not in self._straggling:
+                self._straggling.add(entry["rank"])
+                log.warning(
+                    "rank %d is a straggler: its last step took %.3f s, %.1fx the median of "
+                    "this node's ranks",
+                    entry["rank"],
+                    entry["step_time_s"],
+                    entry["ratio"],
+                )
 
     def _on_expired(self, expired: Any) -> None:
         with self._lock:
@@ -330,6 +397,85 @@ class Observers:
             "pid": os.getpid(),
         }
 
+    def culprit(self, stall: Any, global_rank: int) -> str:
+        """Who ``stall`` waits for, when it waits in a collective: the rank of the job (this
+        node's or another's, from their status records) that entered fewer collectives and is
+        not waiting in one. "" when there is none, or nothing to compare with.
+        """
+        if not stall.waiting or not stall.collectives:
+            return ""
+        ranks = self._local_entries()
+        if self._status is not None:
+            try:
+                view = self.job_view()
+                ranks = [r for r in view["ranks"] if r["node"] != self._node] + ranks
+            except Exception as error:  # the store is slow or gone: name what we can see here
+                log.debug("status records not read for the stall: %s", error)
+        from tpelastic.adapters.status import behind
+
+        found = behind(ranks, stall.collectives)
+        if found is None:
+            return ""
+        where = f" (node {found['node_rank']}, {found['host']})"
+        return (
+            f"waits for rank {found['rank']}{where}, which never reached "
+            f"{stall.collective or 'the collective'} #{stall.collectives} "
+            f"(it entered {found['collectives']} collectives; last step {found['step']})"
+        )
+
+    def _local_entries(self) -> list[dict[str, Any]]:
+        record = self.status_record(0)
+        mine = {"node": self._node, "host": record["host"], "node_rank": record["group_rank"]}
+        return [{**r, **mine} for r in record["ranks"]]
+
+    def job_view(self) -> dict[str, Any]:
+        """The whole job's status view, read from the store (what ``/status`` answers)."""
+        from tpelastic.adapters.status import read_view
+
+        return read_view(self._spec.rdzv_handler.store, self._run_id())
+
+    def status_record(self, seq: int) -> dict[str, Any]:
+        """This node's status record (see :mod:`tpelastic.adapters.status`)."""
+        state = self._state()
+        now = time.monotonic()
+        first = max(state.group_rank, 0) * self._spec.local_world_size
+        ranks = []
+        with self._lock:
+            if self._watch is not None:
+                ages = self._watch.last_progress_age(now)
+                for local, sample in sorted(self._watch.samples().items()):
+                    live = local in self._live
+                    ranks.append(
+                        {
+                            "rank": first + local,
+                            "local_rank": local,
+                            "step": sample.counter if sample is not None else None,
+                            "age_s": round(ages[local], 3) if live else None,
+                            "step_time_s": sample.step_seconds if sample is not None else None,
+                            "waiting": bool(sample is not None and sample.waiting),
+                            "collectives": sample.collectives if sample is not None else 0,
+                            "collective": sample.collective if sample is not None else "",
+                        }
+                    )
+        return {
+            "run_id": self._run_id(),
+            "node": self._node,
+            "host": os.uname().nodename,
+            "pid": os.getpid(),
+            "role": self._spec.role,
+            "state": state.phase.name,
+            "round": state.round,
+            "attempt": state.attempt,
+            "group_rank": state.group_rank,
+            "group_world_size": state.group_world_size,
+            "local_world_size": self._spec.local_world_size,
+            "restart_count": state.restart_count,
+            "max_restarts": self._spec.max_restarts,
+            "last_failure": state.last_failure or None,
+            "seq": seq,
+            "ranks": ranks,
+        }
+
     def _read_all(self, now: float) -> None:
         from tpelastic.adapters.progress import read_progress
 
@@ -349,14 +495,18 @@ def routed_metrics() -> tuple[str, bytes] | None:
     return None if exposition is None else exposition()
 
 
-def describe_stall(stall: Any, global_rank: int) -> str:
-    """``local rank 1 (rank 3) is stuck: no progress for 30.2 s (last step 812)``."""
+def describe_stall(stall: Any, global_rank: int, cause: str = "") -> str:
+    """``local rank 1 (rank 3) is stuck: no progress for 30.2 s (last step 812)``, and with a
+    cause ``...; waits for rank 5 on node7, which never reached all_reduce #12 ...``."""
     last = "no step yet" if stall.counter in (None, 0) else f"last step {stall.counter}"
-    why = ", waiting in a collective" if stall.waiting else ""
-    return (
+    why = ""
+    if stall.waiting:
+        why = f", waiting in {stall.collective or 'a collective'}"
+    text = (
         f"local rank {stall.rank} (rank {global_rank}) is stuck: "
         f"no progress for {stall.idle_for:.1f} s ({last}{why})"
     )
+    return f"{text}; {cause}" if cause else text
 
 
 __all__ = ["PROGRESS_FILE_ENV", "TIMER_FILE_ENV", "Observers", "describe_stall"]

@@ -94,6 +94,8 @@ def _failures(state: AgentState, event: FailureEvent) -> tuple[WorkerFailure, ..
     if isinstance(event, ev.WorkersFailed):
         return event.failures
     reason = f"local rank {event.local_rank} made no progress for {event.idle_for:g}s"
+    if event.cause:
+        reason = f"{reason}: {event.cause}"
     global_rank = state.group_rank * state.local_world_size + event.local_rank
     hang = WorkerFailure(
         local_rank=event.local_rank,

@@ -85,7 +85,9 @@ class WorkersFailed:
 
 @frozen(kw_only=True)
 class WorkerStuck:
-    """A local worker made no progress for ``idle_for`` seconds (a hang)."""
+    """A local worker made no progress for ``idle_for`` seconds (a hang). ``cause`` names the
+    rank it waits for, when the observer found one (e.g. a peer that never reached the
+    collective this worker waits in)."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -94,6 +96,7 @@ class WorkerStuck:
     now: Instant
     local_rank: int = field(validator=validators.ge(0))
     idle_for: Duration
+    cause: str = ""
 
 
 @frozen(kw_only=True)
