@@ -22,14 +22,23 @@ Metrics = Callable[[], "tuple[str, bytes] | None"]
 _log = logging.getLogger(__name__)
 PATHS = ("/health", "/healthz", "/")
 METRICS_PATH = "/metrics"
+STATUS_PATH = "/status"
 
 
-def _handler_for(snapshot: Snapshot, metrics: Metrics | None) -> type[BaseHTTPRequestHandler]:
+def _handler_for(
+    snapshot: Snapshot, metrics: Metrics | None, status: Snapshot | None
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == METRICS_PATH:
                 self._metrics()
+                return
+            if path == STATUS_PATH and status is not None:
+                try:
+                    self._send(200, status())
+                except Exception as exc:  # e.g. the store is gone: say so, keep serving
+                    self._send(503, {"error": f"status failed: {type(exc).__name__}: {exc}"})
                 return
             if path not in PATHS:
                 self._send(404, {"error": f"no such path {self.path}; try /health or /metrics"})
@@ -84,6 +93,8 @@ class HealthServer:
             every address).
         metrics: returns the content type and body of ``/metrics`` (None: a 404 saying how to
             turn metrics on); called once per request.
+        status: returns the job's status view for ``/status`` (``tpelastic status --agent``);
+            None: no such path.
 
     Raises:
         OSError: when the port cannot be bound.
@@ -95,9 +106,10 @@ class HealthServer:
         port: int = 0,
         host: str = "127.0.0.1",
         metrics: Metrics | None = None,
+        status: Snapshot | None = None,
     ) -> None:
         server = _Server6 if ":" in host else ThreadingHTTPServer
-        self._server = server((host, port), _handler_for(snapshot, metrics))
+        self._server = server((host, port), _handler_for(snapshot, metrics, status))
         self._server.daemon_threads = True
         self.host = host
         self.port: int = self._server.server_address[1]

@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "sim": "tpelastic.cli.sim",
     "spec": "tpelastic.cli.spec",
     "store": "tpelastic.cli.store",
+    "status": "tpelastic.cli.status",
 }
 
 

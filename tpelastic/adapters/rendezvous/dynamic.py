@@ -200,6 +200,11 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         return self.settings.run_id
 
     @property
+    def store(self) -> KeyValueStore:
+        """The rendezvous store (agents publish their status records to it)."""
+        return self._store
+
+    @property
     def result(self) -> RoundResult | None:
         """The last round this node completed, or None before the first."""
         return self._joined.result if self._joined else None

@@ -1,0 +1,151 @@
+"""``tpelastic status`` against a live 3-node job of real agents on the tcp backend (one crash,
+one in-place restart): members, round, restarts and per-rank steps, from the store and from one
+agent's endpoint; and the records it reads, checked field by field."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from obs_helpers import REPO, WORKER, free_port, wait_for
+
+from tpelastic.adapters.status import (
+    decode_status,
+    encode_status,
+    read_view,
+    status_key,
+)
+from tpelastic.adapters.stores.memory import MemoryStore
+from tpelastic.core.rendezvous.records import StateCorrupt
+
+FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=60"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TPELASTIC_", "PET_"))}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["TPELASTIC_STATUS_INTERVAL"] = "0.3"
+    return env
+
+
+def status(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "tpelastic", "status", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_env())
+
+
+def test_status_json_of_a_live_three_node_job(tmp_path: Path) -> None:
+    port, health = free_port(), free_port()
+    release = tmp_path / "release"
+    store_args = ["--rdzv-backend", "tcp", "--rdzv-endpoint", f"127.0.0.1:{port}"]
+    nodes = []
+    for i in range(3):
+        extra = ["--health-port", str(health)] if i == 0 else []
+        cmd = [
+            sys.executable, "-m", "tpelastic", "run", "--nnodes", "3", "--nproc-per-node", "2",
+            *store_args, "--rdzv-id", "status-job", "--local-addr", "127.0.0.1",
+            "--rdzv-conf", FAST, "--max-restarts", "1", *extra,
+            WORKER, "--crash-rank", "4", "--hold-until", str(release),
+        ]  # fmt: skip
+        with open(tmp_path / f"node{i}.log", "wb") as out:
+            nodes.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env()))
+    try:
+
+        def settled() -> dict[str, object] | None:
+            done = status(*store_args, "--rdzv-id", "status-job", "--json")
+            assert done.returncode == 0, done.stderr
+            view = json.loads(done.stdout)
+            ranks = view["ranks"]
+            stepping = len(ranks) == 6 and all((r["step"] or 0) >= 3 for r in ranks)
+            return view if view["restart_count"] == 1 and stepping else None
+
+        view = wait_for(settled, timeout=120, what="3 members, 1 restart, 6 stepping ranks")
+        assert view["v"] == 1 and view["run_id"] == "status-job" and view["closed"] is None
+        assert view["round"] == 0 and view["attempt"] == 1 and view["max_restarts"] == 1
+        members = view["members"]
+        assert [m["rank"] for m in members] == [0, 1, 2]
+        assert all(m["addr"] == "127.0.0.1" for m in members)
+        assert len({m["node"] for m in members}) == 3
+        for m in members:
+            record = m["status"]
+            assert (record["state"], record["restart_count"]) == ("RUNNING", 1)
+            assert record["group_rank"] == m["rank"] and record["local_world_size"] == 2
+        assert [r["rank"] for r in view["ranks"]] == [0, 1, 2, 3, 4, 5]
+        by_node = {r["rank"]: r["node"] for r in view["ranks"]}
+        assert by_node[4] == by_node[5] == members[2]["node"]  # node rank 2 owns ranks 4, 5
+        assert all(r["age_s"] is not None and r["age_s"] < 60 for r in view["ranks"])
+        assert len(view["slowest"]) == 3
+        assert view["last_failure"] is not None and "exit" in view["last_failure"]["reason"]
+
+        # The same view from one agent's endpoint, and as a table.
+        from_agent = json.loads(status("--agent", f"127.0.0.1:{health}", "--json").stdout)
+        assert [m["node"] for m in from_agent["members"]] == [m["node"] for m in members]
+        table = status(*store_args, "--rdzv-id", "status-job")
+        assert table.returncode == 0, table.stderr
+        assert "round 0, attempt 1, 3 member(s), restarts used 1, left 0" in table.stdout
+        assert members[2]["node"] in table.stdout and "last failure" in table.stdout
+    finally:
+        release.touch()
+        codes = []
+        for proc in nodes:
+            try:
+                codes.append(proc.wait(timeout=90))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+                codes.append(None)
+    logs = "\n".join((tmp_path / f"node{i}.log").read_text() for i in range(3))
+    assert codes == [0, 0, 0], logs
+
+
+def test_bad_status_arguments_are_one_line_errors() -> None:
+    done = status("--rdzv-id", "x")
+    assert done.returncode == 2 and "give --rdzv-endpoint and --rdzv-id" in done.stderr
+    done = status("--agent", f"127.0.0.1:{free_port()}")
+    assert done.returncode == 2 and "cannot read http://127.0.0.1:" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+RECORD = {
+    "run_id": "r", "node": "n", "host": "h", "pid": 1, "role": "default", "state": "RUNNING",
+    "round": 0, "attempt": 0, "group_rank": 0, "group_world_size": 1, "local_world_size": 1,
+    "restart_count": 0, "max_restarts": 0, "last_failure": None, "seq": 0,
+    "ranks": [{"rank": 0, "local_rank": 0, "step": 3, "age_s": 0.5, "step_time_s": 0.1,
+               "waiting": False, "collectives": 0, "collective": ""}],
+}  # fmt: skip
+
+
+def test_records_round_trip_and_anything_else_is_refused() -> None:
+    assert decode_status(encode_status(RECORD)) == {**RECORD, "v": 1, "kind": "tpelastic.status"}
+    bad = [
+        b"\x80\x04pickle",
+        b"[]",
+        json.dumps({**RECORD, "v": 2, "kind": "tpelastic.status"}).encode(),
+        json.dumps({**RECORD, "v": 1, "kind": "tpelastic.status", "pid": "1"}).encode(),
+        json.dumps({**RECORD, "v": 1, "kind": "tpelastic.status", "ranks": [{}]}).encode(),
+    ]
+    for raw in bad:
+        with pytest.raises(StateCorrupt):
+            decode_status(raw)
+
+
+class CountingStore(MemoryStore):
+    """A real in-memory store that also counts writes: the reader must make none."""
+
+    writes = 0
+
+    def set(self, key: str, value: bytes) -> None:
+        CountingStore.writes += 1
+        super().set(key, value)
+
+
+def test_the_view_reads_without_writing_and_reports_unreadable_records() -> None:
+    store = CountingStore()
+    store.set(status_key("r", "n"), b"garbage")
+    CountingStore.writes = 0
+    view = read_view(store, "r")
+    assert (view["round"], view["members"], view["ranks"]) == (None, [], [])
+    assert CountingStore.writes == 0
