@@ -98,3 +98,30 @@ def test_the_plan_is_seeded_and_keeps_a_node_up():
         for fault in plan(seed, duration=60, kinds=KINDS):
             alive += {"kill-node": -1, "term-agent": -1, "new-node": 1}.get(fault.kind, 0)
             assert 1 <= alive <= 3
+
+
+LEAVES_A_CHILD = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                         start_new_session=True)
+print("child", child.pid, flush=True)
+sys.exit(1)
+"""
+
+
+def test_the_sweep_finds_a_process_left_behind_in_a_session_of_its_own(tmp_path, monkeypatch):
+    # A stand-in launcher (a real process) that exits and leaves a child re-parented away from
+    # it: only the environment token can still tie the child to the episode.
+    import psutil
+    from chaos.episode import Episode, Launcher, Settings
+
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "leaves_a_child.py").write_text(LEAVES_A_CHILD)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "mod"))
+    launcher = Launcher("leaves-a-child", "leaves_a_child", "tensorplay", "job")
+    settings = Settings(nodes=1, duration=5, warm_timeout=20, exit_grace=1.0)
+    result = Episode(launcher, 1, [], settings, tmp_path / "episode").run()
+    assert result["outcome"] == "no-start"
+    assert len(result["orphans"]) == 1 and "time.sleep(120)" in result["orphans"][0]["cmd"]
+    assert not result["checks"]["no_orphans"]
+    assert not psutil.pid_exists(result["orphans"][0]["pid"])  # and the harness ended it
