@@ -16,7 +16,12 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:  # type
     parser = commands.add_parser(
         name, help="run a standalone rendezvous store (TCPStore server) until SIGINT/SIGTERM"
     )
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, this host only; 0.0.0.0 for every "
+        "interface: see docs/security.md first)",
+    )
     parser.add_argument(
         "--port", type=int, default=29400, help="port to listen on; 0 picks a free one"
     )

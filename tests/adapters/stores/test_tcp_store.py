@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+import psutil
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -349,6 +350,10 @@ def test_a_hung_server_process_is_no_answer_within_the_read_timeout() -> None:
     try:
         client.set("k", b"v")
         proc.send_signal(signal.SIGSTOP)  # alive, connected, silent
+        # kill() returns before every thread has stopped; the server thread may still answer.
+        stopping, until = psutil.Process(proc.pid), time.monotonic() + 10.0
+        while stopping.status() != psutil.STATUS_STOPPED and time.monotonic() < until:
+            time.sleep(0.01)
         started = time.monotonic()
         with pytest.raises(StoreUnavailable, match="no answer in time"):
             client.get("k")

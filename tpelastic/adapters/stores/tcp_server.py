@@ -7,23 +7,37 @@ MULTI_GET (:mod:`wire`): a WAIT is parked on the server and answered when its la
 is written (a WAIT_ANY when its first one is), waking only the waiters of that key, and a
 connection serves any number of requests.
 
-One thread runs a ``selectors`` loop over every connection; nothing blocks inside it. A
-connection that sends bytes we cannot parse is closed (as tensorplay's server does), and the
-rest carry on.
+One thread runs a ``selectors`` loop over every connection; nothing blocks inside it. Whatever a
+client sends is bounded (:mod:`limits`): a request past a bound, or bytes we cannot parse, close
+that connection (as tensorplay's server does) and the rest carry on. A failure while serving one
+connection closes that connection and is logged; it never ends the loop.
 """
 
 from __future__ import annotations
 
+import errno
 import heapq
 import itertools
+import logging
 import selectors
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from tpelastic.adapters.stores import wire
 from tpelastic.adapters.stores.errors import StoreUnavailable
-from tpelastic.adapters.stores.tcp_conn import Conn, Waiter, parse_request, reply_value
+from tpelastic.adapters.stores.limits import DEFAULT_LIMITS, ServerLimits
+from tpelastic.adapters.stores.tcp_conn import (
+    Conn,
+    Refused,
+    Waiter,
+    parse_request,
+    reply_value,
+    unpack_keys,
+)
+
+_log = logging.getLogger(__name__)
 
 _PRESENT = bytes([wire.OK, 0])
 _ABSENT = bytes([wire.OK, 1])
@@ -31,6 +45,13 @@ _BACKLOG = 4096
 _RECV = 64 * 1024
 _SEND_BUFFERS = 256  # buffers handed to one sendmsg call (the OS limit is 1024)
 _ACCEPT_PAUSE = 0.1
+_LONGEST_SELECT = 3600.0
+_INT64 = range(-(2**63), 2**63)
+# Out of descriptors (or kernel memory): stop accepting for a moment, the backlog holds clients.
+_ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+# Deadlines of waits answered otherwise stay in the heap until they come up; past this many (and
+# half the heap) it is rebuilt without them.
+_STALE_REBUILD = 1024
 
 
 class StoreServer:
@@ -39,16 +60,26 @@ class StoreServer:
     Args:
         host: the address to listen on (``0.0.0.0`` for every interface).
         port: the port; 0 lets the OS choose (read :attr:`port`).
+        limits: what clients may send and make the server hold (:class:`ServerLimits`).
 
     Raises:
         StoreUnavailable: the address cannot be bound (port in use, host not local).
     """
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, limits: ServerLimits = DEFAULT_LIMITS) -> None:
+        self._limits = limits
         self._data: dict[bytes, bytes] = {}
-        self._waiters: dict[bytes, list[Waiter]] = {}
+        # key -> the waits parked on it (a dict for its order and O(1) removal)
+        self._waiters: dict[bytes, dict[Waiter, None]] = {}
+        self._parked_keys = 0
         self._deadlines: list[tuple[float, int, Waiter]] = []
+        self._stale = 0
         self._seq = itertools.count()
+        self._conns: set[Conn] = set()
+        self._per_peer: dict[str, int] = {}
+        self._buffered = 0
+        self._ready: list[Conn] = []  # answered waits whose connection has more to do
+        self._closures: dict[str, int] = {}
         self._listener = _listen(host, port)
         self.host = host
         self.port: int = self._listener.getsockname()[1]
@@ -93,6 +124,23 @@ class StoreServer:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def limits(self) -> ServerLimits:
+        return self._limits
+
+    def usage(self) -> dict[str, int]:
+        """What the server holds for its clients now (read from another thread: a snapshot
+        that may be a step behind). ``closed_<kind>`` counts connections closed for a bound."""
+        held = {
+            "connections": len(self._conns),
+            "parked_keys": self._parked_keys,
+            "parked_waits": sum(1 for c in list(self._conns) if c.waiting is not None),
+            "deadlines": len(self._deadlines),
+            "buffered_bytes": self._buffered,
+        }
+        held.update({f"closed_{kind}": n for kind, n in list(self._closures.items())})
+        return held
+
     # -- the loop -----------------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -104,44 +152,96 @@ class StoreServer:
                     elif selected.data == "wake":
                         self._drain_wake()
                     else:
-                        self._service(selected.data, mask)
+                        self._guarded(selected.data, self._service, mask)
+                    self._run_ready()
                 now = time.monotonic()
                 self._expire(now)
+                self._run_ready()
                 if self._accept_resumes is not None and now >= self._accept_resumes:
                     self._accept_resumes = None
                     self._selector.register(self._listener, selectors.EVENT_READ, None)
         finally:
             self._close_all()
 
-    def _next_timeout(self) -> float | None:
-        while self._deadlines and self._deadlines[0][2].done:
-            heapq.heappop(self._deadlines)  # answered already: drop the stale deadline
+    def _guarded(self, conn: Conn, work: Callable[..., None], *args: int) -> None:
+        """``work(conn, *args)``; if it fails, that connection is closed, never the loop."""
+        try:
+            work(conn, *args)
+            self._account(conn)
+        except Refused as refused:
+            self._close_for(conn, refused.kind, str(refused))
+        except Exception as error:  # whatever one request does, the others are served
+            kind = f"crash {type(error).__name__}"
+            self._close_for(conn, kind, f"serving it failed: {type(error).__name__}: {error}")
+
+    def _run_ready(self) -> None:
+        while self._ready:
+            ready, self._ready = self._ready, []
+            for conn in ready:
+                if not conn.closed:
+                    self._guarded(conn, self._process)
+
+    def _next_timeout(self) -> float:
+        heap = self._deadlines
+        while heap and heap[0][2].done:
+            heapq.heappop(heap)  # answered already: drop the stale deadline
+            self._stale -= 1
+        if self._stale > _STALE_REBUILD and self._stale * 2 > len(heap):
+            self._deadlines = [entry for entry in heap if not entry[2].done]
+            heapq.heapify(self._deadlines)
+            self._stale = 0
         wake = [t for t in (self._accept_resumes,) if t is not None]
         if self._deadlines:
             wake.append(self._deadlines[0][0])
-        return max(0.0, min(wake) - time.monotonic()) if wake else None
+        if not wake:
+            return _LONGEST_SELECT
+        return min(_LONGEST_SELECT, max(0.0, min(wake) - time.monotonic()))
 
     def _accept(self) -> None:
         while True:
             try:
-                sock, _ = self._listener.accept()
+                sock, address = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:
-                # Out of file descriptors: pending clients wait in the backlog. Stop listening
-                # for a moment instead of spinning on a listener that stays readable.
+            except ConnectionAbortedError:
+                continue
+            except OSError as error:
+                if error.errno not in _ACCEPT_EXHAUSTED:
+                    _log.warning("store server: accept failed: %s", error)
+                # Pending clients wait in the backlog. Stop listening for a moment instead of
+                # spinning on a listener that stays readable.
                 self._selector.unregister(self._listener)
                 self._accept_resumes = time.monotonic() + _ACCEPT_PAUSE
                 return
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._selector.register(sock, selectors.EVENT_READ, Conn(sock))
+            peer = str(address[0]) if isinstance(address, tuple) else str(address)
+            if self._per_peer.get(peer, 0) >= self._limits.max_connections_per_peer:
+                sock.close()
+                self._note(
+                    "connections per peer",
+                    peer,
+                    f"more than {self._limits.max_connections_per_peer} connections at once",
+                )
+                continue
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                sock.close()  # reset before we got to it
+                continue
+            conn = Conn(sock, peer)
+            self._conns.add(conn)
+            self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
+            self._selector.register(sock, selectors.EVENT_READ, conn)
 
     def _drain_wake(self) -> None:
         try:
             self._wake_r.recv(64)
         except OSError:
             pass
+
+    def _blocked(self, conn: Conn) -> bool:
+        """Whether ``conn``'s next request must wait (a parked wait, or unread replies)."""
+        return conn.waiting is not None or conn.unsent() >= self._limits.max_unread_reply_bytes
 
     def _service(self, conn: Conn, mask: int) -> None:
         if mask & selectors.EVENT_READ:
@@ -156,25 +256,47 @@ class StoreServer:
                 return
             if got:
                 conn.inbox += memoryview(self._chunk)[:got]
+                if self._blocked(conn) and len(conn.inbox) > self._limits.max_pipelined_bytes:
+                    raise Refused(
+                        "pipelined bytes",
+                        f"more than {self._limits.max_pipelined_bytes} bytes of requests "
+                        "behind one not yet answered",
+                    )
+                self._account(conn)
+                if self._buffered > self._limits.max_buffered_bytes:
+                    self._shed()
+                    if conn.closed:
+                        return
                 self._process(conn)
         if mask & selectors.EVENT_WRITE and not conn.closed:
             self._flush(conn)
+            if conn.inbox and not self._blocked(conn):
+                self._process(conn)  # requests held back while the client did not read
 
     def _process(self, conn: Conn) -> None:
-        """Answer every whole request in the inbox, in order, until one parks a wait."""
+        """Answer every whole request in the inbox, in order, until one must wait."""
         at = 0
+        inbox = conn.inbox
         try:
-            while conn.waiting is None and not conn.closed:
-                parsed = parse_request(conn.inbox, at)
+            while not conn.closed and not self._blocked(conn):
+                parsed = parse_request(inbox, at, self._limits)
                 if parsed is None:
                     break
                 op, fields, at = parsed
                 self._handle(conn, op, fields)
-        except wire.WireError:
-            self._drop(conn)
+        except Refused as refused:
+            self._close_for(conn, refused.kind, str(refused))
             return
-        del conn.inbox[:at]
+        except wire.WireError as error:
+            self._close_for(conn, "malformed", str(error))
+            return
+        if conn.closed:
+            return
+        del inbox[:at]
+        held_back = self._blocked(conn)
         self._flush(conn)
+        if held_back and inbox and not self._blocked(conn):
+            self._ready.append(conn)  # the client read its replies as fast as we sent them
 
     def _flush(self, conn: Conn) -> None:
         if conn.closed:
@@ -182,6 +304,7 @@ class StoreServer:
         queue = conn.queue
         if conn.outbox:
             queue.append(bytes(conn.outbox))
+            conn.queued += len(conn.outbox)
             conn.outbox.clear()
         while queue:
             try:
@@ -191,6 +314,7 @@ class StoreServer:
             except OSError:
                 self._drop(conn)
                 return
+            conn.queued -= sent
             while sent:
                 head = queue[0]
                 if len(head) <= sent:
@@ -205,23 +329,62 @@ class StoreServer:
             events = selectors.EVENT_READ | (selectors.EVENT_WRITE if wants_write else 0)
             self._selector.modify(conn.sock, events, conn)
 
+    def _account(self, conn: Conn) -> None:
+        held = 0 if conn.closed else conn.held()
+        self._buffered += held - conn.counted
+        conn.counted = held
+
+    def _shed(self) -> None:
+        """Over the budget of buffered bytes: close the connection holding the most."""
+        biggest = max(self._conns, key=Conn.held)
+        self._close_for(
+            biggest,
+            "buffered bytes",
+            f"it held {biggest.held()} of {self._buffered} buffered bytes, over the server's "
+            f"{self._limits.max_buffered_bytes}",
+        )
+
+    def _close_for(self, conn: Conn, kind: str, why: str) -> None:
+        self._note(kind, conn.peer, why)
+        self._drop(conn)
+
+    def _note(self, kind: str, peer: str, why: str) -> None:
+        seen = self._closures.get(kind, 0)
+        self._closures[kind] = seen + 1
+        if not seen:
+            _log.warning(
+                "store server: closed a connection from %s: %s (further ones for this reason "
+                "are counted, not logged)",
+                peer,
+                why,
+            )
+
     def _drop(self, conn: Conn) -> None:
         if conn.closed:
             return
         conn.closed = True
-        if conn.waiting is not None:
-            conn.waiting.done = True  # its key lists drop it lazily
-            conn.waiting = None
+        waiter = conn.waiting
+        if waiter is not None:
+            self._unpark(waiter)
+            waiter.done = True
+            self._stale += 1
+        self._conns.discard(conn)
+        left = self._per_peer.get(conn.peer, 1) - 1
+        if left > 0:
+            self._per_peer[conn.peer] = left
+        else:
+            self._per_peer.pop(conn.peer, None)
         try:
             self._selector.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
         conn.sock.close()
+        conn.release()
+        self._account(conn)
 
     def _close_all(self) -> None:
-        for key in list(self._selector.get_map().values()):
-            if isinstance(key.data, Conn):
-                self._drop(key.data)
+        for conn in list(self._conns):
+            self._drop(conn)
         self._selector.close()
         for sock in (self._listener, self._wake_r, self._wake_w):
             sock.close()
@@ -242,6 +405,8 @@ class StoreServer:
                 reply_value(conn, b"\0", value)
         elif op == wire.ADD:
             total = wire.counter_value(data.get(fields[0])) + wire.decode_int64(fields[1])
+            if total not in _INT64:
+                raise Refused("counter range", f"ADD makes {fields[0]!r} leave the int64 range")
             text = str(total).encode()
             self._write(fields[0], text)
             out += b"\0" + wire.field(text)
@@ -252,23 +417,32 @@ class StoreServer:
         elif op == wire.DELETE:
             out.append(wire.MISSING if data.pop(fields[0], None) is None else wire.OK)
         elif op == wire.CHECK:
-            keys = wire.unpack_keys(fields[1])
+            keys = unpack_keys(fields[1], self._limits)
             out += _PRESENT if all(k in data for k in keys) else _ABSENT
         elif op == wire.NUM_KEYS:
             out += b"\0" + wire.field(wire.int64(len(data)))
         elif op == wire.WAIT:
-            self._park(conn, wire.unpack_keys(fields[0]), wire.decode_int64(fields[1]))
+            self._park(conn, fields[0], wire.decode_int64(fields[1]))
         elif op == wire.WAIT_ANY:
-            keys = wire.unpack_keys(fields[0])
-            self._park(conn, keys, wire.decode_int64(fields[1]), any_=True)
-        else:  # MULTI_GET (_parse lets no other opcode through)
-            out.append(wire.OK)
-            for key in wire.unpack_keys(fields[0]):
-                value = data.get(key)
-                if value is None:
-                    conn.outbox.append(0)
-                else:
-                    reply_value(conn, b"\1", value)
+            self._park(conn, fields[0], wire.decode_int64(fields[1]), any_=True)
+        else:  # MULTI_GET (parse_request lets no other opcode through)
+            self._multi_get(conn, unpack_keys(fields[0], self._limits))
+
+    def _multi_get(self, conn: Conn, keys: list[bytes]) -> None:
+        values = [self._data.get(key) for key in keys]
+        size = 1 + sum(1 if value is None else 5 + len(value) for value in values)
+        if size > self._limits.max_reply_bytes:
+            raise Refused(
+                "reply size",
+                f"a MULTI_GET reply of {size} bytes (at most {self._limits.max_reply_bytes})",
+            )
+        out = conn.outbox
+        out.append(wire.OK)
+        for value in values:
+            if value is None:
+                out.append(0)
+            else:
+                reply_value(conn, b"\1", value)
 
     def _compare_and_swap(self, key: bytes, expected: bytes, new: bytes) -> bytes:
         before = self._data.get(key)
@@ -281,9 +455,8 @@ class StoreServer:
         waiters = self._waiters.pop(key, None)
         if not waiters:
             return
+        self._parked_keys -= len(waiters)
         for waiter in waiters:
-            if waiter.done:
-                continue
             waiter.missing.discard(key)
             if waiter.any_:
                 # Answered: its other keys' lists must not keep it (they may never be written).
@@ -292,7 +465,8 @@ class StoreServer:
             elif not waiter.missing:
                 self._answer(waiter, _PRESENT)
 
-    def _park(self, conn: Conn, keys: list[bytes], timeout_ms: int, any_: bool = False) -> None:
+    def _park(self, conn: Conn, packed: bytes, timeout_ms: int, any_: bool = False) -> None:
+        keys = unpack_keys(packed, self._limits)
         missing = {k for k in keys if k not in self._data}
         present = len(missing) < len(set(keys)) if any_ else not missing
         if present:
@@ -301,12 +475,19 @@ class StoreServer:
         if timeout_ms <= 0 or not missing:  # not missing here: WAIT_ANY of no keys
             conn.outbox += _ABSENT
             return
+        if self._parked_keys + len(missing) > self._limits.max_parked_keys:
+            raise Refused(
+                "parked keys",
+                f"a wait on {len(missing)} keys with {self._parked_keys} parked already "
+                f"(at most {self._limits.max_parked_keys})",
+            )
         waiter = Waiter(conn, missing, any_)
         conn.waiting = waiter
         for key in missing:
-            self._waiters.setdefault(key, []).append(waiter)
-        deadline = time.monotonic() + timeout_ms / 1000.0
-        heapq.heappush(self._deadlines, (deadline, next(self._seq), waiter))
+            self._waiters.setdefault(key, {})[waiter] = None
+        self._parked_keys += len(missing)
+        seconds = min(timeout_ms, self._limits.max_wait_ms) / 1000.0
+        heapq.heappush(self._deadlines, (time.monotonic() + seconds, next(self._seq), waiter))
 
     def _answer(self, waiter: Waiter, reply: bytes) -> None:
         waiter.done = True
@@ -315,12 +496,13 @@ class StoreServer:
         if conn.closed:
             return
         conn.outbox += reply
-        self._process(conn)  # requests that arrived behind the wait, then flush
+        self._ready.append(conn)  # requests that arrived behind the wait, then flush
 
     def _expire(self, now: float) -> None:
         while self._deadlines and self._deadlines[0][0] <= now:
             _, _, waiter = heapq.heappop(self._deadlines)
             if waiter.done:
+                self._stale -= 1
                 continue
             self._unpark(waiter)
             self._answer(waiter, _ABSENT)
@@ -329,10 +511,11 @@ class StoreServer:
         """Take ``waiter`` off the lists of the keys it still waits for."""
         for key in waiter.missing:
             parked = self._waiters.get(key)
-            if parked is not None:
-                parked[:] = [w for w in parked if w is not waiter]
+            if parked is not None and parked.pop(waiter, 0) is None:
+                self._parked_keys -= 1
                 if not parked:
                     del self._waiters[key]
+        waiter.missing = set()
 
 
 def raise_open_file_limit() -> None:

@@ -43,8 +43,9 @@ MISSING = 1
 
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
-# A sanity bound on one field: far above any rendezvous value, far below what would exhaust
-# memory when a foreign client sends garbage.
+# The client's bound on one field of a reply: far above any rendezvous value, far below what
+# would exhaust memory when a foreign server sends garbage. The server's bounds are in
+# :mod:`limits`.
 MAX_FIELD = 256 * 1024 * 1024
 
 
@@ -70,40 +71,6 @@ def int64(value: int) -> bytes:
 def request(op: int, *fields: bytes) -> bytes:
     """A whole request: ``op`` and its fields (each given raw, framed here)."""
     return bytes([op]) + b"".join(field(f) for f in fields)
-
-
-def read_field(buffer: bytes | bytearray | memoryview, at: int) -> tuple[bytes, int] | None:
-    """The field starting at ``at`` and the offset after it; None when not all of it is there.
-
-    Raises:
-        WireError: a length beyond :data:`MAX_FIELD`.
-    """
-    if len(buffer) < at + 4:
-        return None
-    (size,) = _U32.unpack_from(buffer, at)
-    if size > MAX_FIELD:
-        raise WireError(f"field of {size} bytes exceeds the {MAX_FIELD}-byte limit")
-    end = at + 4 + size
-    if len(buffer) < end:
-        return None
-    return bytes(buffer[at + 4 : end]), end
-
-
-def unpack_keys(packed: bytes) -> list[bytes]:
-    """The keys (raw UTF-8 bytes) of a packed-keys field.
-
-    Raises:
-        WireError: truncated fields.
-    """
-    keys: list[bytes] = []
-    at = 0
-    while at < len(packed):
-        got = read_field(packed, at)
-        if got is None:
-            raise WireError("truncated key list")
-        raw, at = got
-        keys.append(raw)
-    return keys
 
 
 def decode_int64(raw: bytes) -> int:
@@ -152,7 +119,5 @@ __all__ = [
     "field",
     "int64",
     "pack_keys",
-    "read_field",
     "request",
-    "unpack_keys",
 ]
