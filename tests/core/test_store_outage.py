@@ -10,7 +10,9 @@ POLICY = so.OutagePolicy(keep_alive_expiry=3.0, read_timeout=60.0)
 WHERE = "tcp store 127.0.0.1:29400"
 
 
-def fail(outage: so.Outage | None, kind: so.LossKind, now: float, tries: int = 1):  # type: ignore[no-untyped-def]
+def fail(
+    outage: so.Outage | None, kind: so.LossKind, now: float, tries: int = 1
+) -> tuple[so.Outage, so.Verdict]:
     return so.on_failure(outage, kind, now, POLICY, where=WHERE, tries=tries)
 
 
@@ -39,6 +41,17 @@ def test_a_silent_store_that_then_refuses_has_died_the_shorter_bound_applies() -
     gone, verdict = fail(silent, "gone", 11.0, tries=2)
     assert gone == so.Outage(since=10.0, kind="gone", deadline=13.0)
     assert isinstance(verdict, so.Retry) and not verdict.announce
+
+
+def test_O2_a_call_without_an_answer_starts_a_silent_outage_announced_once() -> None:
+    outage, line = so.on_slow(None, 10.0, POLICY, where=WHERE)
+    assert outage == so.Outage(since=10.0, kind="silent", deadline=70.0)
+    assert line is not None and WHERE in line and "has not answered for 1s" in line
+    assert "read_timeout, 60s" in line
+    again, none = so.on_slow(outage, 10.5, POLICY, where=WHERE)
+    assert again == outage and none is None
+    _, verdict = fail(outage, "silent", 70.0)  # the call itself timed out: nothing more to wait
+    assert isinstance(verdict, so.GiveUp)
 
 
 def test_O3_retries_back_off_doubling_never_past_the_deadline() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from e2e_helpers import WORKER, descendants, free_port, tpstart, wait_for_records
+from e2e_helpers import WORKER, descendants, finish, free_port, tpstart, wait_for_records
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,9 @@ CONF = (
 )
 
 
-def _agent(port: int, log: Path, out: Path) -> tuple[psutil.Process, subprocess.Popen[bytes]]:
+def _agent(
+    port: int, log: Path, out: Path, *, conf: str = CONF, hold: float = 120.0
+) -> tuple[psutil.Process, subprocess.Popen[bytes]]:
     proc = tpstart(
         "--nnodes=1:3",
         "--nproc-per-node=2",
@@ -33,14 +35,14 @@ def _agent(port: int, log: Path, out: Path) -> tuple[psutil.Process, subprocess.
         f"--rdzv-endpoint=127.0.0.1:{port}",
         "--rdzv-id=store-host-dies",
         "--local-addr=127.0.0.1",
-        f"--rdzv-conf={CONF}",
+        f"--rdzv-conf={conf}",
         "--monitor-interval=0.1",
         "--max-restarts=3",
         WORKER,
         "--out",
         str(out),
         "--hold",
-        "120",
+        str(hold),
         log=log,
     )
     return psutil.Process(proc.pid), proc
@@ -53,17 +55,53 @@ def _outcome_line(log: Path) -> str | None:
     return None
 
 
-def test_O6_X1_survivors_of_the_store_host_exit_with_one_line_naming_the_fix(
-    tmp_path: Path, out: Path
-) -> None:
+def _start_three(
+    tmp_path: Path, out: Path, *, conf: str = CONF, hold: float = 120.0
+) -> tuple[list[Path], list[subprocess.Popen[bytes]]]:
+    """Three agents; the first one started hosts the store (it is listening before the others)."""
     port = free_port()
     logs = [tmp_path / f"agent{i}.log" for i in range(3)]
-    host_ps, host = _agent(port, logs[0], out)
+    host_ps, host = _agent(port, logs[0], out, conf=conf, hold=hold)
     wait_for = time.monotonic() + 30
     while not any(c.laddr.port == port for c in host_ps.net_connections("tcp")):
         assert time.monotonic() < wait_for, logs[0].read_text()
         time.sleep(0.05)
-    survivors = [_agent(port, logs[i], out)[1] for i in (1, 2)]
+    others = [_agent(port, logs[i], out, conf=conf, hold=hold)[1] for i in (1, 2)]
+    return logs, [host, *others]
+
+
+def test_O7_a_paused_store_host_is_waited_out_and_the_job_goes_on(
+    tmp_path: Path, out: Path
+) -> None:
+    # The issue's settings: keep-alive 1 s x 3; a pause of the expiry plus 3 s.
+    conf = "join_timeout=20,last_call_timeout=3,keep_alive_interval=1,keep_alive_max_attempt=3"
+    logs, agents = _start_three(tmp_path, out, conf=conf, hold=20.0)
+    host = agents[0]
+    try:
+        wait_for_records(out, 6)
+        host.send_signal(signal.SIGSTOP)
+        time.sleep(3.0 + 3.0)
+        host.send_signal(signal.SIGCONT)
+        for proc, log in zip(agents, logs, strict=True):
+            assert finish(proc, log, timeout=120) == 0, log.read_text()[-3000:]
+        for log in logs[1:]:
+            text = log.read_text(errors="replace")
+            assert "job failed" not in text, text[-3000:]
+            assert text.count("has not answered for") == 1, text[-3000:]
+            assert text.count("answers again after") == 1, text[-3000:]
+    finally:
+        for proc in agents:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+                proc.wait()
+
+
+def test_O6_X1_survivors_of_the_store_host_exit_with_one_line_naming_the_fix(
+    tmp_path: Path, out: Path
+) -> None:
+    logs, agents = _start_three(tmp_path, out)
+    host, survivors = agents[0], agents[1:]
     try:
         wait_for_records(out, 6)
         tree = [p.pid for s in survivors for p in descendants(s.pid)]

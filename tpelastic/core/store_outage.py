@@ -45,6 +45,8 @@ class OutagePolicy:
         keep_alive_expiry: a ``gone`` store (the rendezvous' keep_alive_interval x
             keep_alive_max_attempt).
         read_timeout: a ``silent`` store.
+        silent_after: a call (not a held wait) with no answer this long starts a ``silent``
+            outage at once; the call goes on waiting for its answer until ``read_timeout``.
     """
 
     __repr__ = value_repr
@@ -53,6 +55,7 @@ class OutagePolicy:
 
     keep_alive_expiry: Duration = field(validator=_positive)
     read_timeout: Duration = field(validator=_positive)
+    silent_after: Duration = field(default=1.0, validator=_positive)
 
     def patience(self, kind: LossKind) -> Duration:
         return self.keep_alive_expiry if kind == "gone" else self.read_timeout
@@ -131,6 +134,22 @@ def on_failure(
     return outage, Retry(delay=delay, announce=announce, line=waiting_line(outage, where))
 
 
+def on_slow(
+    outage: Outage | None, started: Instant, policy: OutagePolicy, *, where: str
+) -> tuple[Outage, str | None]:
+    """A call started at ``started`` has had no answer for ``policy.silent_after``. Returns the
+    outage (started with the call, unless one is in progress) and the line to log at once, or
+    None when the outage was announced already."""
+    if outage is not None:
+        return outage, None
+    outage = Outage(since=started, kind="silent", deadline=started + policy.read_timeout)
+    bound = f"read_timeout, {policy.read_timeout:g}s"
+    return outage, (
+        f"{where} has not answered for {policy.silent_after:g}s (its process may be paused): "
+        f"waiting for up to {bound}"
+    )
+
+
 def on_success(outage: Outage | None, now: Instant) -> tuple[None, Duration | None]:
     """A call succeeded: the outage (if any) is over. Returns how long it lasted, or None."""
     return None, (None if outage is None else now - outage.since)
@@ -176,6 +195,7 @@ __all__ = [
     "Verdict",
     "give_up_reason",
     "on_failure",
+    "on_slow",
     "on_success",
     "waiting_line",
 ]

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import psutil
 import pytest
 
 from tpelastic.adapters.stores import StoreUnavailable
@@ -31,7 +32,7 @@ def _server(port: int = 0) -> tuple[subprocess.Popen[str], int]:
     )
     assert proc.stdout is not None
     ready = proc.stdout.readline()
-    assert ready.startswith("tpelastic store listening on"), ready + proc.stderr.read()  # type: ignore[union-attr]
+    assert ready.startswith("tpelastic store listening on"), ready
     return proc, int(ready.rsplit(":", 1)[1])
 
 
@@ -124,7 +125,9 @@ def test_O4_a_server_back_within_the_expiry_is_used_again(caplog: pytest.LogCapt
             _end(second)
 
 
-def test_O4_a_paused_server_is_waited_out_not_treated_as_gone() -> None:
+def test_O4_a_paused_server_is_waited_out_not_treated_as_gone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     proc, port = _server()
     client = connect(
         "127.0.0.1",
@@ -134,13 +137,19 @@ def test_O4_a_paused_server_is_waited_out_not_treated_as_gone() -> None:
     )
     try:
         client.set("k", b"v")
-        proc.send_signal(signal.SIGSTOP)
+        caplog.set_level(logging.WARNING, logger=LOGGER)
+        _stop(proc)
         threading.Timer(2.0, proc.send_signal, (signal.SIGCONT,)).start()
         started = time.monotonic()
         # Longer than the expiry: a pause is not a death.
         assert client.get("k") == b"v"
         assert client.add("n", 1) == 1
         assert 1.5 <= time.monotonic() - started < 9.0
+        # O2: said at once (after silent_after, 1 s), not when read_timeout runs out.
+        messages = [r.getMessage() for r in caplog.records]
+        silent = [m for m in messages if "has not answered for 1s" in m]
+        assert len(silent) == 1 and "up to read_timeout, 10s" in silent[0], messages
+        assert any("answers again after" in m for m in messages), messages
     finally:
         client.close()
         _end(proc)
@@ -148,20 +157,28 @@ def test_O4_a_paused_server_is_waited_out_not_treated_as_gone() -> None:
 
 def test_O1_a_server_silent_past_read_timeout_fails_as_silent() -> None:
     proc, port = _server()
-    client = connect(
-        "127.0.0.1", port, timeout=0.5, outage=OutagePolicy(keep_alive_expiry=5.0, read_timeout=0.5)
-    )
+    policy = OutagePolicy(keep_alive_expiry=5.0, read_timeout=1.5)
+    client = connect("127.0.0.1", port, timeout=1.5, outage=policy)
     try:
         client.set("k", b"v")
-        proc.send_signal(signal.SIGSTOP)
+        _stop(proc)
         started = time.monotonic()
         with pytest.raises(StoreUnavailable, match="did not answer") as caught:
             client.get("k")
         assert caught.value.loss == "silent"
-        assert time.monotonic() - started < 5.0
+        assert time.monotonic() - started < 8.0
     finally:
         client.close()
         _end(proc)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGSTOP, and wait until the kernel shows the process stopped."""
+    proc.send_signal(signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 def test_O1_a_killed_server_is_gone_at_the_first_loss() -> None:

@@ -10,7 +10,8 @@ a new connection per look.
 
 A client given an :class:`~tpelastic.core.store_outage.OutagePolicy` waits out a lost server:
 once it has been connected, a refused or reset connection (the server's process is gone) and a
-call that gets no answer in time (it is paused) are told apart, and the core's
+call that gets no answer for ``silent_after`` (it is paused; the call goes on waiting) are told
+apart, and the core's
 :mod:`~tpelastic.core.store_outage` decides how long each is retried with backoff; the first
 failure of an outage is logged at once, then calls fail with the core's one-line reason.
 
@@ -173,9 +174,14 @@ class TcpStoreClient:
         connect_by, deadline = started + self._timeout, started + self._timeout + wait
         while True:
             sock, fresh = self._take(connect_by)
+            slow_at, on_slow = None, None
+            if self._policy is not None and wait == 0:
+                # Not a held wait: an answer this late means a silent server; say so now.
+                slow_at = started + self._policy.silent_after
+                on_slow = functools.partial(self._noticed_silence, started)
             try:
                 sock.sendall(payload)
-                result = read(Reader(sock, deadline))
+                result = read(Reader(sock, deadline, slow_at=slow_at, on_slow=on_slow))
             except PeerClosed as error:
                 self._give_back(sock, healthy=False)
                 if fresh or not idempotent:
@@ -232,6 +238,17 @@ class TcpStoreClient:
             if self._outage is not None:
                 self._outage_over()
             return result
+
+    def _noticed_silence(self, started: float) -> None:
+        assert self._policy is not None
+        # The Reader's instants are time.monotonic's; the outage's are the client clock's.
+        began = self._clock.now() - (time.monotonic() - started)
+        with self._lock:
+            self._outage, line = store_outage.on_slow(
+                self._outage, began, self._policy, where=self._where
+            )
+        if line is not None:
+            log.warning("%s", line)
 
     def _outage_over(self) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from collections.abc import Callable
 
 from tpelastic.adapters.stores import escaping, wire
 
@@ -20,14 +21,27 @@ class PeerClosed(Exception):
 
 
 class Reader:
-    """Reads a reply from a blocking socket, never past ``deadline`` (time.monotonic)."""
+    """Reads a reply from a blocking socket, never past ``deadline`` (time.monotonic).
 
-    __slots__ = ("sock", "deadline", "buf")
+    With ``slow_at``, ``on_slow()`` is called once when no reply has come by then (the read
+    goes on until ``deadline``): the caller says at once that the server is silent.
+    """
 
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
+    __slots__ = ("sock", "deadline", "buf", "slow_at", "on_slow")
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        deadline: float,
+        *,
+        slow_at: float | None = None,
+        on_slow: Callable[[], None] | None = None,
+    ) -> None:
         self.sock = sock
         self.deadline = deadline
         self.buf = bytearray()
+        self.slow_at = slow_at if on_slow is not None else None
+        self.on_slow = on_slow
 
     def _left(self) -> float:
         left = self.deadline - time.monotonic()
@@ -36,11 +50,24 @@ class Reader:
         return left
 
     def _recv_into(self, view: memoryview) -> int:
-        self.sock.settimeout(self._left())
-        try:
-            got = self.sock.recv_into(view)
-        except ConnectionResetError:
-            got = 0  # a close with our request unread arrives as a reset
+        while True:
+            left, slow_at = self._left(), self.slow_at
+            if slow_at is not None and slow_at - time.monotonic() <= 0:
+                self.slow_at = None
+                if self.on_slow is not None:
+                    self.on_slow()
+                continue
+            wake = left if slow_at is None else min(left, slow_at - time.monotonic())
+            self.sock.settimeout(max(wake, 0.001))
+            try:
+                got = self.sock.recv_into(view)
+            except ConnectionResetError:
+                got = 0  # a close with our request unread arrives as a reset
+            except TimeoutError:
+                if slow_at is None:
+                    raise
+                continue  # slow, or at the deadline: the top of the loop tells which
+            break
         if not got:
             raise PeerClosed("the server closed the connection")
         return got
