@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chaos import report
-from chaos.episode import LAUNCHERS, PY, RDZV_CONF, Episode, Settings
+from chaos.episode import LAUNCHERS, PY, RDZV_CONF, Episode, Launcher, Settings
 from chaos.schedule import KINDS, plan
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "chaos"
@@ -79,8 +80,13 @@ def load() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
+def interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # so the episode under way ends its processes
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    signal.signal(signal.SIGTERM, interrupted)
     launchers = []
     for name in args.launchers:
         if installed(LAUNCHERS[name].module.rsplit(".", 1)[0]):
@@ -110,6 +116,20 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"chaos: {meta['load_before']}", flush=True)
     results: dict[str, list[dict[str, object]]] = {lc.name: [] for lc in launchers}
+    try:
+        run_all(args, launchers, settings, meta, results)
+    except KeyboardInterrupt:
+        print("chaos: interrupted; the episodes so far are in results.json", file=sys.stderr)
+        return 130
+
+
+def run_all(
+    args: argparse.Namespace,
+    launchers: list[Launcher],
+    settings: Settings,
+    meta: dict[str, object],
+    results: dict[str, list[dict[str, object]]],
+) -> None:
     for seed in range(args.first_seed, args.first_seed + args.episodes):
         faults = plan(
             seed,
@@ -135,9 +155,6 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             write(args.out, meta, results)
-    text = write(args.out, meta, results)
-    print(text)
-    return 0
 
 
 def write(out: Path, meta: dict[str, object], results: dict[str, list[dict[str, object]]]) -> str:

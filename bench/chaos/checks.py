@@ -14,7 +14,8 @@ record of what it did.
 
 Recovery of a fault: from its injection until every rank of the world that trains after it has
 completed a step. That world is the last one to start before the next fault (the one training
-when the dust settles), or the first one after if none did (``overlapped``).
+when the dust settles), or the first one after if none did (``overlapped``). For a new node,
+only worlds it trains in count: its fault is over when it has joined.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class World:
     steps_by_rank: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     resume_step: int = -1
     resume_t: float = math.inf
+    nodes: set[str] = field(default_factory=set)
 
 
 def read_lines(folder: Path) -> list[dict[str, Any]]:
@@ -74,6 +76,7 @@ def worlds(lines: list[dict[str, Any]]) -> dict[str, World]:
         t, rank = line["t"], line["rank"]
         world.first, world.last = min(world.first, t), max(world.last, t)
         world.first_by_rank.setdefault(rank, t)
+        world.nodes.add(line.get("node", "?"))
         world.steps_by_rank[rank].append(t)
     return found
 
@@ -101,8 +104,14 @@ def ready_after(world: World, t: float) -> float | None:
     return max(times)
 
 
-def recovery(found: dict[str, World], t: float, t_next: float) -> tuple[float | None, bool]:
-    after = sorted((w for w in found.values() if w.last > t), key=lambda w: w.first)
+def recovery(
+    found: dict[str, World], t: float, t_next: float, joining: str = ""
+) -> tuple[float | None, bool]:
+    """``joining``: a new node, whose fault is over once a world with its ranks trains."""
+    after = sorted(
+        (w for w in found.values() if w.last > t and (not joining or joining in w.nodes)),
+        key=lambda w: w.first,
+    )
     settled = [w for w in after if w.first < t_next and ready_after(w, t) is not None]
     if settled:
         ready = ready_after(settled[-1], t)
@@ -200,7 +209,8 @@ def judge(
     recoveries = []
     for i, fault in enumerate(faults):
         t_next = faults[i + 1]["t"] if i + 1 < len(faults) else math.inf
-        took, overlapped = recovery(found, fault["t"], t_next)
+        joining = fault["node"] if fault["fault"] == "new-node" else ""
+        took, overlapped = recovery(found, fault["t"], t_next, joining)
         recoveries.append(
             {
                 "fault": fault["fault"],

@@ -4,7 +4,7 @@ Every process of an episode carries ``CHAOS_EPISODE=<token>`` in its environment
 it, their workers inherit it), so the final sweep finds whatever the episode started, whoever its
 parent is now. Agents run in sessions of their own, on addresses 127.0.0.2, 127.0.0.3, ... (all
 loopback) given as ``--local-addr``; the store is the c10d endpoint 127.0.0.1:<free port>, hosted
-by the first agent.
+by whichever agent binds it first (found by its listening socket).
 """
 
 from __future__ import annotations
@@ -142,6 +142,7 @@ class Episode:
             "CHAOS_STOP": str(self.folder / "stop"),
             "CHAOS_STEP_TIME": str(s.step_time),
             "OMP_NUM_THREADS": "1",
+            "LOGLEVEL": os.environ.get("LOGLEVEL", "INFO"),  # torchrun's agents say what they do
             "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         }
         log = self.folder / "nodes" / f"{name}.log"
@@ -288,10 +289,10 @@ class Episode:
         injected: list[dict[str, Any]] = []
         t0 = deadline = 0.0
         try:
-            self.start_node()
-            self.host = self.find_host(s.warm_timeout)
-            for _ in range(s.nodes - 1):
+            # All at once, as a job's nodes start: whichever binds the port first hosts it.
+            for _ in range(s.nodes):
                 self.start_node()
+            self.host = self.find_host(s.warm_timeout)
             t0 = self.wait_warm(launched + s.warm_timeout)
             if t0:
                 self.event("warm", after=t0 - launched)
