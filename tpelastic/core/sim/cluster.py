@@ -203,6 +203,8 @@ class Cluster(RestartDriver):
 
     def _tick(self, node: SimNode) -> None:
         node.ticking = False
+        if node.paused:  # its timers fire when it resumes (faults.resume_node re-arms them)
+            return
         # An agent waiting to retry a join keeps its keep-alive running, as the real one does.
         retrying = node.status is Status.FAILED and node.retry_pending
         if node.status not in (Status.JOINING, Status.TRAINING) and not retrying:
@@ -235,7 +237,8 @@ class Cluster(RestartDriver):
             self.queue.schedule(self.fence_deadline(node), lambda: self._fence_if_due(node))
 
     def _heart_failing(self, node: SimNode) -> bool:
-        return not node.beating or not self._reachable(node)
+        paused_store = self.now < self.store_paused_until  # its beats hang, none lands
+        return not node.beating or not self._reachable(node) or paused_store
 
     def _heartbeats_held(self, node: SimNode) -> bool:
         # The adapter's rule (keep_alive_healthy): the last beat that landed is recent enough
@@ -243,6 +246,8 @@ class Cluster(RestartDriver):
         return self.now < self.fence_deadline(node)
 
     def _fence_if_due(self, node: SimNode) -> None:
+        if node.paused:  # a stopped process checks nothing; it looks when it resumes
+            return
         if node.status is Status.TRAINING and self._heart_failing(node):
             if self.now >= self.fence_deadline(node):
                 self._set_status(node, Status.FENCED, None)
@@ -305,6 +310,8 @@ class Cluster(RestartDriver):
     ) -> bool:
         """What a member does about a look at its round's watch keys (taken while it ran
         ``attempt``); False when nothing ends its world (the ring check is next)."""
+        if node.paused:  # a stopped process acts on nothing; it looks again when it resumes
+            return True
         # The look read whether the attempt after ``attempt`` opened; the node may have
         # learned of it (or later ones) meanwhile through its held wait.
         newer = seen.next_attempt is not None and node.attempt == attempt

@@ -75,6 +75,10 @@ class JoinDriver:
     retry_after: float | None = None
     detail: bool = True
     store_up: bool = True
+    # Faults of tpelastic.core.sim.faults: every batch's extra delay (message delay), and the
+    # instant a paused store answers again (its batches wait until then).
+    message_delay: float = 0.0
+    store_paused_until: float = 0.0
     # round -> [first instant a node trained in it, last such instant, how many nodes]
     round_times: dict[int, list[float]] = field(factory=dict)
     round_results: dict[int, RoundResult] = field(factory=dict)
@@ -133,7 +137,8 @@ class JoinDriver:
         return self.store_up and not node.partitioned
 
     def _latency(self, node: SimNode) -> float:
-        return self.latency + node.extra_latency
+        held = self.store_paused_until - self.now
+        return self.latency + node.extra_latency + self.message_delay + (held if held > 0 else 0)
 
     def _apply_from(self, node: SimNode, ops: tuple[Op, ...]) -> tuple[Reply, ...] | None:
         """Apply a batch that reaches the store now; None when it cannot reach it."""

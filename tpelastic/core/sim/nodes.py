@@ -61,3 +61,7 @@ class SimNode:
     # The in-place attempt of its round it runs, or ran last (0: the round's first start); it
     # goes into the node's next join as the highest attempt of that round it reached.
     attempt: int = 0
+    # The node's process is stopped (tpelastic.core.sim.faults.pause_node): its timers and looks
+    # wait for the resume; ``beating`` is what it was before the pause.
+    paused: bool = False
+    beating_before_pause: bool = True

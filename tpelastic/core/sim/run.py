@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from attrs import evolve, frozen
 
+from tpelastic.core.sim import faults
 from tpelastic.core.sim.cluster import Cluster, SimRecord, Status
 from tpelastic.core.sim.rng import SplitMix64
 from tpelastic.core.sim.scenario import Fault, FaultRate, Scenario
@@ -30,6 +31,8 @@ _TARGETS = {
     "leave": (Status.TRAINING,),
     "fail_workers": (Status.TRAINING,),
     "close": (Status.TRAINING,),
+    "pause": (Status.TRAINING,),
+    "store_host_death": tuple(Status),
 }
 
 
@@ -198,6 +201,11 @@ class _Injector:
         if fault.kind == "store_down":
             self._store_down(fault)
             return
+        if fault.kind in ("store_pause", "delay"):
+            self._store_wide(fault)
+            return
+        if fault.kind == "store_host_death" and not fault.node:
+            fault = evolve(fault, node="node0")
         if fault.kind == "join":
             self.late += 1
             name = fault.node or f"late{self.late}"
@@ -224,8 +232,29 @@ class _Injector:
                 queue.schedule(cluster.now + fault.duration, lambda: cluster.slow(name, 0.0))
         elif fault.kind == "close":
             cluster.close(name)
+        elif fault.kind == "pause":
+            faults.pause_node(cluster, name)
+            queue.schedule(cluster.now + fault.duration, _bind(self._resume, name))
+        elif fault.kind == "store_host_death":
+            faults.store_host_dies(cluster, name)
         else:
             getattr(cluster, fault.kind)(name)
+
+    def _resume(self, name: str) -> None:
+        faults.resume_node(self.cluster, name)
+
+    def _store_wide(self, fault: Fault) -> None:
+        self._applied(fault, "")
+        cluster = self.cluster
+        if fault.kind == "store_pause":
+            if fault.duration > 0:
+                faults.pause_store(cluster, fault.duration)
+            return
+        faults.delay_messages(cluster, fault.extra_latency)
+        if fault.duration > 0:
+            cluster.queue.schedule(
+                cluster.now + fault.duration, lambda: faults.delay_messages(cluster, 0.0)
+            )
 
     def _store_down(self, fault: Fault) -> None:
         self._applied(fault, "")

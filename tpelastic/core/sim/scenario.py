@@ -27,8 +27,14 @@ FAULT_KINDS = {
     "slow": "the node's store batches take `extra_latency` more seconds for `duration`",
     "store_down": "the store answers nobody for `duration` seconds",
     "close": "a training node closes the rendezvous (the job ends)",
+    "pause": "a training node's process stops for `duration` seconds, then resumes",
+    "store_pause": "the store's process stops for `duration` seconds: batches wait",
+    "store_host_death": "the node hosting the store dies, the store with it (default node0)",
+    "delay": "every batch takes `extra_latency` more seconds for `duration` (0: for good)",
 }
-RATE_KINDS = frozenset({"crash", "leave", "join", "fail_workers", "partition", "slow"})
+RATE_KINDS = frozenset(
+    {"crash", "leave", "join", "fail_workers", "partition", "slow", "pause", "delay"}
+)
 STORE_ERROR_POLICIES = frozenset({"exit", "retry"})
 
 

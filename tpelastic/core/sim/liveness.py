@@ -1,0 +1,63 @@
+"""The simulator's liveness property (pure): never give up while the job can go on, never hang.
+
+A run is judged at its end, after the faults stopped and :func:`settle_time` passed:
+
+* when the store answers and at least ``min_nodes`` nodes are up (not crashed, not left), every
+  node that is up trains in one round (up to ``max_nodes`` of them; the rest may still join);
+  none gave up (a failed join other than a close: the simulator has no restart budget, so
+  every such failure is a give-up with budget left), none is fenced or still joining;
+* otherwise (the store is gone for good, or too few nodes are up) every node that is up has
+  ended (failed with its reason) or trains in a round: none is fenced or joining for ever.
+"""
+
+from __future__ import annotations
+
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.sim.cluster import Cluster
+from tpelastic.core.sim.nodes import Status
+
+_GONE = (Status.CRASHED, Status.LEFT)
+
+
+def settle_time(config: RendezvousConfig, latency: float = 0.0, retry_after: float = 0.0) -> float:
+    """Virtual seconds after the last fault within which a live run must have settled: a join
+    that times out, a dead node found, a last call, a retry, with room for a few round trips."""
+    return (
+        config.join_timeout
+        + 2 * config.heartbeat_timeout
+        + config.last_call_timeout
+        + retry_after
+        + 100 * latency
+        + 5.0
+    )
+
+
+def liveness_problems(cluster: Cluster) -> list[str]:
+    """What breaks the property at the cluster's present instant (empty: it holds)."""
+    config = cluster.config
+    up = [node for node in cluster.nodes.values() if node.status not in _GONE]
+    store_answers = cluster.store_up and cluster.now >= cluster.store_paused_until
+    problems: list[str] = []
+    if store_answers and len(up) >= config.min_nodes:
+        for node in up:
+            if node.status is Status.FAILED and not node.failure.startswith("closed"):
+                problems.append(f"{node.name} gave up ({node.failure}) with {len(up)} nodes up")
+            elif node.status in (Status.FENCED, Status.JOINING):
+                problems.append(f"{node.name} is {node.status.value} for ever")
+        training = [node for node in up if node.status is Status.TRAINING]
+        rounds = {node.world.round_no for node in training if node.world is not None}
+        if len(rounds) > 1:
+            problems.append(f"nodes train in rounds {sorted(rounds)} at once")
+        wanted = min(len(up), config.max_nodes)
+        if len(training) < wanted and not problems:
+            problems.append(f"{len(training)} of {wanted} nodes train")
+        if len(training) == wanted and len(up) > wanted:  # the rest wait: that is fine
+            problems = [p for p in problems if "joining" not in p]
+        return problems
+    for node in up:
+        if node.status in (Status.FENCED, Status.JOINING):
+            problems.append(f"{node.name} is {node.status.value} for ever (nothing can go on)")
+    return problems
+
+
+__all__ = ["liveness_problems", "settle_time"]
