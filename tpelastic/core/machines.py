@@ -7,7 +7,7 @@ from tpelastic.core.table import Table
 
 def all_tables() -> tuple[Table, ...]:
     """The validated tables of every machine (each is built once, at its module's import)."""
-    from tpelastic.core import agent, restart_budget, worker, worker_group
+    from tpelastic.core import agent, membership, restart_budget, worker, worker_group
     from tpelastic.core.rendezvous import join
 
     tables: list[Table] = []
@@ -16,4 +16,5 @@ def all_tables() -> tuple[Table, ...]:
     tables.append(worker_group.TABLE)
     tables.append(restart_budget.TABLE)
     tables.append(agent.TABLE)
+    tables.append(membership.TABLE)
     return tuple(tables)

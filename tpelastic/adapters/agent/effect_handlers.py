@@ -28,6 +28,7 @@ from tpelastic.adapters.agent.spec import WorkerSpec
 from tpelastic.adapters.rendezvous import errors as rz
 from tpelastic.adapters.workers.api import ProcessFailure
 from tpelastic.core import agent as core
+from tpelastic.core import membership as members
 from tpelastic.core.agent.events import RendezvousFailureKind
 from tpelastic.core.group_values import WorkerGroup, make_group
 from tpelastic.core.values import Emit, Rejected
@@ -53,6 +54,7 @@ class EffectHandlers:
     if TYPE_CHECKING:  # provided by the loop, its subclasses and InPlaceRestarts
 
         def _look(self, now: float, *, running: bool) -> Any | None: ...
+        def _member_step(self, observed: object) -> Any | None: ...
         def _enter_attempt(self, effect: core.StartWorkers) -> Joined | None: ...
         def _start_workers(self, envs: dict[int, dict[str, str]], attempt: str) -> None: ...
         def _stop_workers(self, reason: str) -> None: ...
@@ -111,18 +113,19 @@ class EffectHandlers:
         )
 
     def _closed_while_joining(self, why: str) -> Any:
+        """What the join's close means, as the membership core reads it (one more look)."""
         now = time.monotonic()
         try:
-            seen = self._membership.look()
-        except Exception:  # the store may be gone with the job: report the close as a failure
-            seen = None
-        if seen is not None and seen.closed is not None:
-            outcome, reason = seen.closed
-            if outcome in ("succeeded", "failed"):
-                self._obs.rendezvous("closed", node_state(outcome), f"{outcome}: {reason}")
-                return core.RendezvousClosed(now=now, outcome=outcome, reason=reason)  # type: ignore[arg-type]
-        self._obs.rendezvous("closed", "FAILED", why)
-        return core.RendezvousFailed(now=now, reason=why, kind="closed")
+            closed = self._membership.look().closed
+        except Exception:  # the store may be gone with the job: the core reads None
+            closed = None
+        event = self._member_step(members.JoinClosed(now=now, why=why, closed=closed))
+        if isinstance(event, core.RendezvousClosed):
+            outcome = event.outcome
+            self._obs.rendezvous("closed", node_state(outcome), f"{outcome}: {event.reason}")
+        else:
+            self._obs.rendezvous("closed", "FAILED", why)
+        return event
 
     def _do_StartWorkers(self, effect: core.StartWorkers) -> None:
         joined = self._enter_attempt(effect) if effect.attempt else self._membership.joined

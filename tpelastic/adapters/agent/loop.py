@@ -42,8 +42,10 @@ from tpelastic.adapters.workers.signals import (
     install_signal_policy,
 )
 from tpelastic.core import agent as core
+from tpelastic.core import membership as members
 from tpelastic.core.agent.states import TERMINAL
 from tpelastic.core.group_values import WorkerGroup
+from tpelastic.core.values import Rejected
 from tpelastic.core.worker_values import WorkerState
 
 if TYPE_CHECKING:
@@ -109,7 +111,8 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         self._group: WorkerGroup | None = None
         self._return_values: dict[int, Any] = {}
         self._failures: dict[int, ProcessFailure] = {}
-        self._look_errors = 0
+        self._member_config = self._membership.member_config()
+        self._member = members.MemberState()
         self._next_look = 0.0
         self._watcher: RoundWatcher | None = None
         self._old_watchers: list[RoundWatcher] = []  # stopped, maybe still in a store wait
@@ -239,8 +242,11 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
             return core.WorkerStuck(
                 now=now, local_rank=stall.rank, idle_for=stall.idle_for, cause=cause
             )
-        if not self._membership.healthy():
-            return core.KeepAliveLapsed(now=now, reason="this node's heartbeats stopped landing")
+        last_beat = self._membership.last_beat()
+        if last_beat is not None:
+            lapsed = self._member_step(members.KeepAliveRead(now=now, last_beat=last_beat))
+            if lapsed is not None:
+                return lapsed
         watcher = self._watcher
         woken = watcher is not None and watcher.take()
         if not woken and now < self._next_look:
@@ -333,32 +339,36 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         return core.WorkersFailed(now=now, failures=failures)
 
     def _look(self, now: float, *, running: bool) -> Any | None:
+        """One look at the rendezvous, as the membership core reads it (None: nothing new)."""
         try:
             seen = self._membership.look()
         except rz.RendezvousError as error:
-            # One lost look is noise (a busy store); three in a row is a lost rendezvous.
-            self._look_errors += 1
-            if self._look_errors < 3:
-                return None
-            return core.RendezvousFailed(now=now, reason=str(error), kind="connection")
-        self._look_errors = 0
-        if seen.closed is not None:
-            outcome, why = seen.closed
-            closed = outcome if outcome in ("succeeded", "failed") else "failed"
-            self._obs.rendezvous("closed", node_state(closed), f"{closed}: {why}")
-            return core.RendezvousClosed(now=now, outcome=closed, reason=why)  # type: ignore[arg-type]
-        if seen.next_opened is not None:
-            self._join_reason = None
-            return core.NextRoundOpened(
-                now=now, round=self._state.round + 1, reason=seen.next_opened
-            )
-        if seen.next_attempt is not None:
-            attempt, why = seen.next_attempt
-            round_no = self._state.round
-            return core.AttemptOpened(now=now, round=round_no, attempt=attempt, reason=why)
-        if running and seen.waiting > 0:
-            return core.NodesWaiting(now=now, count=seen.waiting)
-        return None
+            return self._member_step(members.LookFailed(now=now, reason=str(error)))
+        looked = members.LookDone(
+            now=now,
+            round=self._state.round,
+            closed=seen.closed,
+            next_opened=seen.next_opened,
+            next_attempt=seen.next_attempt,
+            waiting=seen.waiting,
+            running=running,
+        )
+        event = self._member_step(looked)
+        if isinstance(event, core.RendezvousClosed):
+            closed = event.outcome
+            self._obs.rendezvous("closed", node_state(closed), f"{closed}: {event.reason}")
+        elif isinstance(event, core.NextRoundOpened):
+            self._join_reason = None  # a peer opened it: this node has nothing to open
+        return event
+
+    def _member_step(self, observed: object) -> Any | None:
+        """Step the membership core; its effects are the agent's events (at most one here)."""
+        result = members.step(self._member, observed, self._member_config)
+        self._member = result.state
+        events = [e for e in result.effects if not isinstance(e, Rejected)]
+        for rejected in set(result.effects) - set(events):
+            log.warning("membership rejected %s", rejected)
+        return events[0] if events else None
 
     # -- carrying out effects -------------------------------------------------------------------
 

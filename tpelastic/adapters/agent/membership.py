@@ -35,6 +35,7 @@ from tpelastic.adapters.rendezvous.errors import (
     store_errors_as_rendezvous_errors,
 )
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
+from tpelastic.core.membership import MemberConfig
 from tpelastic.core.values import value_eq, value_hash, value_repr
 
 # While a round watcher runs, the periodic look only times the ring successor's heartbeat; this
@@ -243,10 +244,26 @@ class Membership:
             return 0.0
         return float(timeout) + 2 * float(interval) + _COLLATERAL_MARGIN
 
-    def healthy(self) -> bool:
-        """False once this node's heartbeats stopped reaching the store (self-fence then)."""
+    def member_config(self) -> MemberConfig:
+        """The membership core's config: the handler's heartbeat (None: it keeps none)."""
+        config = getattr(getattr(self.handler, "settings", None), "config", None)
+        timeout = getattr(config, "heartbeat_timeout", None)
+        interval = getattr(config, "heartbeat_interval", None)
+        if not self.round_aware or not timeout or not interval:
+            return MemberConfig()
+        return MemberConfig(heartbeat_timeout=float(timeout), heartbeat_interval=float(interval))
+
+    def last_beat(self) -> float | None:
+        """When this node's last heartbeat landed (monotonic), None without a keep-alive. A
+        handler that only answers ``keep_alive_healthy`` reads as long ago once it is False."""
+        read = getattr(self.handler, "keep_alive_last_beat", None)
+        if callable(read):
+            beat = read()
+            return None if beat is None else float(beat)
         check = getattr(self.handler, "keep_alive_healthy", None)
-        return bool(check()) if callable(check) else True
+        if callable(check) and not check():
+            return float("-inf")
+        return None
 
     def open_next_round(self, reason: str) -> None:
         """Open the next round so waiting nodes can join (round-aware handlers only)."""

@@ -51,6 +51,7 @@ from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreIn
 from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
 from tpelastic.adapters.rendezvous.settings import RendezvousSettings
 from tpelastic.adapters.stores.prefixed import PrefixedStore
+from tpelastic.core.membership import keep_alive_lapsed
 from tpelastic.core.rendezvous import attempts, membership
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
@@ -342,13 +343,22 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         """False once the last heartbeat that landed is ``heartbeat_timeout -
         heartbeat_interval`` old: peers may soon declare this node dead, so the agent must stop
         its workers (self-fencing) and not start new ones. True before the first join."""
+        since = self.keep_alive_last_beat()
+        if since is None:
+            return True
+        config = self.settings.config
+        timeout, interval = config.heartbeat_timeout, config.heartbeat_interval
+        return not keep_alive_lapsed(self._clock(), since, timeout, interval)
+
+    def keep_alive_last_beat(self) -> float | None:
+        """When this node's last heartbeat landed (on the handler's clock; the keep-alive's
+        start before the first), None before the first join. The membership core decides from
+        it whether the keep-alive lapsed."""
         keep_alive = self._keep_alive
         if keep_alive is None:
-            return True
+            return None
         last = keep_alive.last_success
-        since = self._keep_alive_started if last is None else last
-        config = self.settings.config
-        return self._clock() - since < config.heartbeat_timeout - config.heartbeat_interval
+        return self._keep_alive_started if last is None else last
 
     # --- internals ------------------------------------------------------------------------------
 

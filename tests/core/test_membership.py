@@ -1,0 +1,152 @@
+"""The membership machine: every row by example, and its rules over random observations."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tpelastic.core import agent as ag
+from tpelastic.core import membership as mb
+
+CFG = mb.MemberConfig(heartbeat_timeout=3.0, heartbeat_interval=1.0)
+FRESH = mb.MemberState()
+TWO_FAILED = mb.MemberState(failed_looks=2)
+
+
+def look(**seen: object) -> mb.LookDone:
+    return mb.LookDone(now=5.0, round=4, **seen)  # type: ignore[arg-type]
+
+
+EXAMPLES = [
+    ("closed", FRESH, look(closed=("succeeded", "done")), [ag.RendezvousClosed]),
+    ("closed, foreign outcome", FRESH, look(closed=("weird", "x")), [ag.RendezvousClosed]),
+    ("next round", FRESH, look(next_opened="membership"), [ag.NextRoundOpened]),
+    ("next attempt", FRESH, look(next_attempt=(2, "exit 1")), [ag.AttemptOpened]),
+    ("nodes waiting", FRESH, look(waiting=2), [ag.NodesWaiting]),
+    ("nothing new", TWO_FAILED, look(), []),
+    ("a failed look", FRESH, mb.LookFailed(now=5.0, reason="busy"), []),
+    (
+        "the third failed look",
+        TWO_FAILED,
+        mb.LookFailed(now=5.0, reason="gone"),
+        [ag.RendezvousFailed],
+    ),
+    ("keep-alive lapsed", FRESH, mb.KeepAliveRead(now=5.0, last_beat=3.0), [ag.KeepAliveLapsed]),
+    ("keep-alive fine", FRESH, mb.KeepAliveRead(now=5.0, last_beat=3.1), []),
+    (
+        "join closed, outcome read",
+        FRESH,
+        mb.JoinClosed(now=5.0, why="closed", closed=("failed", "budget")),
+        [ag.RendezvousClosed],
+    ),
+    ("join closed, unread", FRESH, mb.JoinClosed(now=5.0, why="closed"), [ag.RendezvousFailed]),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "event", "effects"), EXAMPLES, ids=[e[0] for e in EXAMPLES]
+)
+def test_example(name: str, state: mb.MemberState, event: object, effects: list[type]) -> None:
+    result = mb.step(state, event, CFG)
+    assert [type(e) for e in result.effects] == effects
+
+
+def test_every_row_has_an_example() -> None:
+    assert {mb.TABLE.select(s, e, CFG) for _, s, e, _ in EXAMPLES} == set(mb.TABLE.rows)
+
+
+seen_values = st.builds(
+    mb.LookDone,
+    now=st.floats(0, 100),
+    round=st.integers(-1, 5),
+    closed=st.none() | st.tuples(st.sampled_from(["succeeded", "failed", "odd"]), st.just("r")),
+    next_opened=st.none() | st.sampled_from(["membership", "scale_up", "failure"]),
+    next_attempt=st.none() | st.tuples(st.integers(1, 4), st.just("exit 1")),
+    waiting=st.integers(0, 3),
+    running=st.booleans(),
+)
+
+
+@given(event=seen_values, failed=st.integers(0, 2))
+def test_M1_a_look_means_one_thing_by_priority(event: mb.LookDone, failed: int) -> None:
+    """One look yields at most one agent event: closed, then the next round, then the next
+    attempt, then nodes waiting (only while the workers run); it resets the failed looks."""
+    result = mb.step(mb.MemberState(failed_looks=failed), event, CFG)
+    assert result.state.failed_looks == 0
+    if event.closed is not None:
+        expected: type | None = ag.RendezvousClosed
+    elif event.next_opened is not None:
+        expected = ag.NextRoundOpened
+    elif event.next_attempt is not None:
+        expected = ag.AttemptOpened
+    elif event.running and event.waiting > 0:
+        expected = ag.NodesWaiting
+    else:
+        expected = None
+    assert [type(e) for e in result.effects] == ([expected] if expected else [])
+    for effect in result.effects:
+        if isinstance(effect, ag.RendezvousClosed):
+            assert effect.outcome in ("succeeded", "failed")
+            assert event.closed is not None
+            assert effect.outcome == "succeeded" or event.closed[0] != "succeeded"
+        if isinstance(effect, ag.NextRoundOpened):
+            assert effect.round == event.round + 1
+
+
+@given(events=st.lists(st.booleans(), max_size=30), lost=st.integers(1, 4))
+def test_M2_only_looks_lost_failed_looks_in_a_row_lose_the_rendezvous(
+    events: list[bool], lost: int
+) -> None:
+    """A failed look loses the rendezvous only as the ``looks_lost``-th in a row; any look that
+    worked starts the count again."""
+    config = mb.MemberConfig(looks_lost=lost)
+    state, in_a_row = mb.MemberState(), 0
+    for failed in events:
+        event: object = (
+            mb.LookFailed(now=1.0, reason="x") if failed else mb.LookDone(now=1.0, round=0)
+        )
+        result = mb.step(state, event, config)
+        state = result.state
+        in_a_row = in_a_row + 1 if failed else 0
+        reported = [e for e in result.effects if isinstance(e, ag.RendezvousFailed)]
+        assert bool(reported) == (in_a_row == lost)
+        if in_a_row == lost:
+            in_a_row = 0
+
+
+@given(
+    now=st.floats(0, 1e6),
+    age=st.floats(0, 20),
+    timeout=st.floats(0.2, 10),
+    interval=st.floats(0.05, 5),
+)
+def test_M3_the_keep_alive_lapses_at_timeout_minus_interval(
+    now: float, age: float, timeout: float, interval: float
+) -> None:
+    """A keep-alive lapses exactly when the last landed beat is heartbeat_timeout -
+    heartbeat_interval old or older; without a heartbeat it never does."""
+    config = mb.MemberConfig(heartbeat_timeout=timeout, heartbeat_interval=interval)
+    read = mb.KeepAliveRead(now=now, last_beat=now - age)
+    effects = mb.step(mb.MemberState(), read, config).effects
+    lapsed = now - (now - age) >= timeout - interval
+    assert [type(e) for e in effects] == ([ag.KeepAliveLapsed] if lapsed else [])
+    assert mb.step(mb.MemberState(), read, mb.MemberConfig()).effects == ()
+
+
+@pytest.mark.parametrize(
+    ("closed", "expected"),
+    [
+        (("succeeded", "done"), ag.RendezvousClosed(now=5.0, outcome="succeeded", reason="done")),
+        (("failed", "b"), ag.RendezvousClosed(now=5.0, outcome="failed", reason="b")),
+        (("odd", "b"), ag.RendezvousFailed(now=5.0, reason="closed", kind="closed")),
+        (None, ag.RendezvousFailed(now=5.0, reason="closed", kind="closed")),
+    ],
+)
+def test_M4_a_join_that_found_the_run_closed_follows_the_close_it_can_read(
+    closed: tuple[str, str] | None, expected: object
+) -> None:
+    """A join that found the run closed follows the close's outcome when a look read it as
+    succeeded or failed; otherwise it is a failed rendezvous of kind ``closed``."""
+    event = mb.JoinClosed(now=5.0, why="closed", closed=closed)
+    assert mb.step(FRESH, event, CFG).effects == (expected,)

@@ -1,0 +1,319 @@
+"""What a running member makes of what it sees of the rendezvous: every such decision is a row here.
+
+While its workers run (and at the exit barrier, and while a failure is held) an agent looks at
+the rendezvous beyond its round, reads its own keep-alive, and, when a join reports the run
+closed, looks once more at how it was closed. This machine turns those observations into the
+agent's events (``tpelastic.core.agent``): the adapter feeds each observation here first and the
+effects, in order, to the agent table (specs/membership.md, "Composition"). It decides
+
+* what one look means, in priority order: the run closed, then the next round opened (this node
+  is fenced out of its world), then the next in-place attempt of its round, then nodes waiting
+  (only while the workers run); nothing else is news;
+* when failed looks mean the rendezvous is lost: ``looks_lost`` in a row (one is noise: a busy
+  store), counted from the last look that worked;
+* when the node's own keep-alive has lapsed, so it must fence itself: the last heartbeat that
+  landed is ``heartbeat_timeout - heartbeat_interval`` old (a peer may find it dead one interval
+  later);
+* what a join that found the run closed means: the close's outcome when a look can read it, else
+  a failed rendezvous of kind ``closed``.
+
+Pure: time and observations come in as arguments; the effects are the agent's events.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from attrs import evolve, field, frozen, validators
+
+from tpelastic.core.agent import events as ag
+from tpelastic.core.table import Action, Guard, Row, Step, build_table
+from tpelastic.core.values import Duration, Instant, value_eq, value_hash, value_repr
+
+
+class MemberPhase(enum.Enum):
+    WATCHING = "WATCHING"  # a member (or joiner) looking at the rendezvous beyond its round
+
+
+@frozen(kw_only=True)
+class MemberConfig:
+    """The rendezvous's heartbeat (the same on every node) and how many failed looks are lost."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    # None: the rendezvous keeps no heartbeat of this node (fixed membership), so it never lapses.
+    heartbeat_timeout: Duration | None = field(default=None)
+    heartbeat_interval: Duration | None = field(default=None)
+    looks_lost: int = field(default=3, validator=validators.ge(1))
+
+
+@frozen(kw_only=True)
+class MemberState:
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    phase: MemberPhase = MemberPhase.WATCHING
+    failed_looks: int = field(default=0, validator=validators.ge(0))  # in a row
+
+
+# -- observations ----------------------------------------------------------------------------
+
+
+@frozen(kw_only=True)
+class LookDone:
+    """One look at round ``round``'s surroundings (decoded store replies)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    round: int = field(validator=validators.ge(-1))
+    closed: tuple[str, str] | None = None  # (outcome, reason) once the job is over
+    next_opened: str | None = None  # why the next round opened
+    next_attempt: tuple[int, str] | None = None  # (attempt, why) once our round's next opened
+    waiting: int = field(default=0, validator=validators.ge(0))
+    running: bool = True  # the workers run (nodes waiting only matter then)
+
+
+@frozen(kw_only=True)
+class LookFailed:
+    """A look could not read the store."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    reason: str
+
+
+@frozen(kw_only=True)
+class KeepAliveRead:
+    """This node's keep-alive: ``last_beat`` is when its last heartbeat landed (or, before the
+    first, when it started), on this node's clock."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    last_beat: Instant
+
+
+@frozen(kw_only=True)
+class JoinClosed:
+    """A join reported the run closed (``why``); ``closed`` is what a look then read of the
+    close, None when it could not read it (the store may be gone with the job)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    why: str
+    closed: tuple[str, str] | None = None
+
+
+MEMBER_EVENTS: tuple[type, ...] = (LookDone, LookFailed, KeepAliveRead, JoinClosed)
+_OUTCOMES = ("succeeded", "failed")
+
+
+# -- the arithmetic, shared with the handler's keep_alive_healthy --------------------------------
+
+
+def keep_alive_lapsed(
+    now: Instant, last_beat: Instant, heartbeat_timeout: Duration, heartbeat_interval: Duration
+) -> bool:
+    """Has this node's keep-alive lapsed: its last landed heartbeat ``heartbeat_timeout -
+    heartbeat_interval`` old or older (a peer may find it dead within one more interval)?"""
+    return now - last_beat >= heartbeat_timeout - heartbeat_interval
+
+
+# -- guards ------------------------------------------------------------------------------------
+
+
+def look_closed(state: MemberState, event: LookDone, config: MemberConfig) -> bool:
+    """Was the run closed (first in priority: the job is over)?"""
+    return event.closed is not None
+
+
+def look_next_round(state: MemberState, event: LookDone, config: MemberConfig) -> bool:
+    """Not closed, and the next round opened (this node is fenced out of its world)?"""
+    return event.closed is None and event.next_opened is not None
+
+
+def look_next_attempt(state: MemberState, event: LookDone, config: MemberConfig) -> bool:
+    """Neither closed nor a next round, and our round's next in-place attempt opened?"""
+    quiet = event.closed is None and event.next_opened is None
+    return quiet and event.next_attempt is not None
+
+
+def look_nodes_waiting(state: MemberState, event: LookDone, config: MemberConfig) -> bool:
+    """Nothing above, the workers run, and nodes wait to join?"""
+    quiet = event.closed is None and event.next_opened is None and event.next_attempt is None
+    return quiet and event.running and event.waiting > 0
+
+
+def looks_left(state: MemberState, event: LookFailed, config: MemberConfig) -> bool:
+    """Fewer than ``looks_lost`` looks failed in a row, this one included?"""
+    return state.failed_looks + 1 < config.looks_lost
+
+
+def looks_lost(state: MemberState, event: LookFailed, config: MemberConfig) -> bool:
+    """The ``looks_lost``-th failed look in a row?"""
+    return not looks_left(state, event, config)
+
+
+def lapsed(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> bool:
+    """Has this node's keep-alive lapsed (see :func:`keep_alive_lapsed`)?"""
+    timeout, interval = config.heartbeat_timeout, config.heartbeat_interval
+    if timeout is None or interval is None:
+        return False
+    return keep_alive_lapsed(event.now, event.last_beat, timeout, interval)
+
+
+def close_readable(state: MemberState, event: JoinClosed, config: MemberConfig) -> bool:
+    """Could a look read the close's outcome (succeeded or failed)?"""
+    return event.closed is not None and event.closed[0] in _OUTCOMES
+
+
+# -- actions -----------------------------------------------------------------------------------
+
+Out = tuple[MemberState, tuple[object, ...]]
+
+
+def _seen(state: MemberState) -> MemberState:
+    return evolve(state, failed_looks=0) if state.failed_looks else state
+
+
+def report_closed(state: MemberState, event: LookDone, config: MemberConfig) -> Out:
+    assert event.closed is not None
+    outcome, why = event.closed
+    known = outcome if outcome in _OUTCOMES else "failed"  # a foreign outcome is not a success
+    return _seen(state), (ag.RendezvousClosed(now=event.now, outcome=known, reason=why),)  # type: ignore[arg-type]
+
+
+def report_next_round(state: MemberState, event: LookDone, config: MemberConfig) -> Out:
+    assert event.next_opened is not None
+    opened = ag.NextRoundOpened(now=event.now, round=event.round + 1, reason=event.next_opened)
+    return _seen(state), (opened,)
+
+
+def report_attempt(state: MemberState, event: LookDone, config: MemberConfig) -> Out:
+    assert event.next_attempt is not None
+    attempt, why = event.next_attempt
+    seen = ag.AttemptOpened(now=event.now, round=event.round, attempt=attempt, reason=why)
+    return _seen(state), (seen,)
+
+
+def report_waiting(state: MemberState, event: LookDone, config: MemberConfig) -> Out:
+    return _seen(state), (ag.NodesWaiting(now=event.now, count=event.waiting),)
+
+
+def quiet(state: MemberState, event: LookDone, config: MemberConfig) -> Out:
+    return _seen(state), ()
+
+
+def count_failed_look(state: MemberState, event: LookFailed, config: MemberConfig) -> Out:
+    return evolve(state, failed_looks=state.failed_looks + 1), ()
+
+
+def report_lost(state: MemberState, event: LookFailed, config: MemberConfig) -> Out:
+    lost = ag.RendezvousFailed(now=event.now, reason=event.reason, kind="connection")
+    return evolve(state, failed_looks=0), (lost,)
+
+
+def report_lapse(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> Out:
+    age = event.now - event.last_beat
+    reason = f"no heartbeat landed for {age:.1f}s"
+    return state, (ag.KeepAliveLapsed(now=event.now, reason=reason),)
+
+
+def report_close(state: MemberState, event: JoinClosed, config: MemberConfig) -> Out:
+    assert event.closed is not None
+    outcome, why = event.closed
+    return state, (ag.RendezvousClosed(now=event.now, outcome=outcome, reason=why),)  # type: ignore[arg-type]
+
+
+def report_closed_unread(state: MemberState, event: JoinClosed, config: MemberConfig) -> Out:
+    return state, (ag.RendezvousFailed(now=event.now, reason=event.why, kind="closed"),)
+
+
+W = MemberPhase.WATCHING
+ROWS = (
+    Row(src=W, on=LookDone, dst=W, guard="look_closed", action="report_closed"),
+    Row(src=W, on=LookDone, dst=W, guard="look_next_round", action="report_next_round"),
+    Row(src=W, on=LookDone, dst=W, guard="look_next_attempt", action="report_attempt"),
+    Row(src=W, on=LookDone, dst=W, guard="look_nodes_waiting", action="report_waiting"),
+    Row(src=W, on=LookDone, dst=W, action="quiet", note="nothing new"),
+    Row(src=W, on=LookFailed, dst=W, guard="looks_left", action="count_failed_look"),
+    Row(src=W, on=LookFailed, dst=W, guard="looks_lost", action="report_lost"),
+    Row(src=W, on=KeepAliveRead, dst=W, guard="lapsed", action="report_lapse"),
+    Row(src=W, on=KeepAliveRead, dst=W, note="heartbeats land: nothing to do"),
+    Row(src=W, on=JoinClosed, dst=W, guard="close_readable", action="report_close"),
+    Row(src=W, on=JoinClosed, dst=W, action="report_closed_unread"),
+)
+GUARDS: dict[str, Guard] = {
+    "look_closed": look_closed,
+    "look_next_round": look_next_round,
+    "look_next_attempt": look_next_attempt,
+    "look_nodes_waiting": look_nodes_waiting,
+    "looks_left": looks_left,
+    "looks_lost": looks_lost,
+    "lapsed": lapsed,
+    "close_readable": close_readable,
+}
+ACTIONS: dict[str, Action] = {
+    "report_closed": report_closed,
+    "report_next_round": report_next_round,
+    "report_attempt": report_attempt,
+    "report_waiting": report_waiting,
+    "quiet": quiet,
+    "count_failed_look": count_failed_look,
+    "report_lost": report_lost,
+    "report_lapse": report_lapse,
+    "report_close": report_close,
+    "report_closed_unread": report_closed_unread,
+}
+TABLE = build_table(
+    name="membership",
+    phases=MemberPhase,
+    initial=W,
+    events=MEMBER_EVENTS,
+    rows=ROWS,
+    guards=GUARDS,
+    actions=ACTIONS,
+    doc=(
+        "What a running member makes of what it sees of the rendezvous; the effects are the "
+        "agent's events, fed to the agent table in order. A look means, in priority order: "
+        "closed, the next round opened, our round's next attempt opened, nodes waiting (while "
+        "the workers run). `looks_lost` failed looks in a row are a lost rendezvous. A last "
+        "landed heartbeat `heartbeat_timeout - heartbeat_interval` old is a lapsed keep-alive "
+        "(the agent fences and re-joins). A join that found the run closed reports the close's "
+        "outcome when a look can read it, else a failed rendezvous of kind `closed`."
+    ),
+)
+
+
+def step(state: MemberState, event: object, config: MemberConfig) -> Step[MemberState]:
+    """What one observation means to the agent: the next state and the agent events, in order."""
+    return TABLE.step(state, event, config)
+
+
+__all__ = [
+    "MEMBER_EVENTS",
+    "TABLE",
+    "JoinClosed",
+    "KeepAliveRead",
+    "LookDone",
+    "LookFailed",
+    "MemberConfig",
+    "MemberPhase",
+    "MemberState",
+    "keep_alive_lapsed",
+    "step",
+]
