@@ -72,7 +72,7 @@ def _launch(ns: Namespace) -> int:
     from tpelastic.adapters.workers import deathsig
 
     deathsig.start_probe()  # runs while the agent imports and joins, not when workers start
-    _setup_logging()
+    _setup_logging(_timestamps(getattr(ns, "log_timestamps", "auto")))
     from tpelastic.adapters.launcher.config import ConfigError
     from tpelastic.adapters.launcher.exit_guard import ExitGuard
     from tpelastic.adapters.launcher.launch import run_agent
@@ -110,11 +110,33 @@ def _resume_collection() -> None:
         gc.enable()
 
 
-def _setup_logging() -> None:
+def _timestamps(value: object) -> bool:
+    """``--log-timestamps``: on, off, or auto (on when stderr is not a terminal: a log file)."""
+    text = str(value or "auto").strip().lower()
+    if text in ("on", "1", "true", "yes"):
+        return True
+    if text in ("off", "0", "false", "no"):
+        return False
+    if text != "auto":
+        raise UsageError(f"--log-timestamps must be on, off or auto, got {value!r}")
+    try:
+        return not sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return True
+
+
+def _setup_logging(timestamps: bool = False) -> None:
     logger = logging.getLogger("tpelastic")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("[tpelastic] %(message)s"))
+        # ISO 8601 local time with milliseconds: lines of several nodes' logs sort together.
+        stamp = "%(asctime)s.%(msecs)03d " if timestamps else ""
+        handler.setFormatter(
+            logging.Formatter(f"{stamp}[tpelastic] %(message)s", datefmt="%Y-%m-%dT%H:%M:%S")
+        )
+        from tpelastic.adapters.sinks.console_lines import RepeatCollapser
+
+        handler.addFilter(RepeatCollapser())
         logger.addHandler(handler)
     logger.setLevel(os.environ.get("TPELASTIC_LOG_LEVEL", "INFO").upper())
 

@@ -92,6 +92,11 @@ _OWN_VALUES: tuple[tuple[tuple[str, ...], str | None, str], ...] = (
         None,
         "[HOST:]PORT: GET /health (JSON)",
     ),
+    (
+        ("--log-timestamps", "--log_timestamps"),
+        "auto",
+        "time-stamp the agent's lines: on, off, auto (on when stderr is no terminal)",
+    ),
 )
 _OWN_SWITCHES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--timers",), "let workers use tpelastic.timer.expires"),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +46,7 @@ FIRST_STEP_DEFAULT = 60.0
 # Agents publish a status record this often (and at every change of their state); 0 is off.
 STATUS_INTERVAL_ENV = "TPELASTIC_STATUS_INTERVAL"
 _STATUS_EVERY = 2.0
+_OPENED = re.compile(r"round (\d+) opened: (\w+)")
 
 
 class Observers:
@@ -84,6 +86,7 @@ class Observers:
         self._status: Any = None
         self._node = ""
         self._straggling: set[int] = set()  # global ranks logged as stragglers this attempt
+        self._previous_round: Any = None  # the last RoundResult this node joined
 
     @property
     def watches_progress(self) -> bool:
@@ -180,6 +183,8 @@ class Observers:
         """
         if self._status is not None and result.state != before:
             self._status.kick()
+        if result.effects:
+            self._console(before, result.effects)
         if self._events is None or (result.state == before and not result.effects):
             return
         from tpelastic.adapters.sinks.agent_trace import step_event
@@ -195,6 +200,48 @@ class Observers:
         )
         self._seq += 1
         self._events.handle(event)
+
+    def _console(self, before: core.AgentState, effects: Any) -> None:
+        """Lines for people about what the step's effects are about to do (never raises)."""
+        handler = self._spec.rdzv_handler
+        store = getattr(handler, "store", None)
+        try:
+            from tpelastic.adapters.sinks import console_lines as lines
+
+            for effect in effects:
+                kind = type(effect).__name__
+                if kind == "StopWorkers" and store is not None:
+                    found = _OPENED.match(effect.reason)
+                    previous = getattr(handler, "result", None)
+                    if found and previous is not None:
+                        round_no = int(found.group(1))
+                        gone = lines.gone_reasons(store, self._run_id(), round_no, previous)
+                        log.info("%s", lines.opened_line(round_no, found.group(2), gone))
+                    elif effect.reason == "scale_up":
+                        log.info("%s", lines.opened_line(before.round + 1, "scale_up", {}))
+                elif kind == "JoinRendezvous":
+                    config = getattr(getattr(handler, "settings", None), "config", None)
+                    if config is not None:
+                        hint = "the first round" if before.round < 0 else "the next round"
+                        log.info("%s", lines.waiting_line(config, hint))
+        except Exception as error:  # a console line must never cost the job
+            log.debug("console line skipped: %s", error)
+
+    def _round_line(self) -> None:
+        handler = self._spec.rdzv_handler
+        store, result = getattr(handler, "store", None), getattr(handler, "result", None)
+        if store is None or result is None:
+            return
+        try:
+            from tpelastic.adapters.sinks import console_lines as lines
+
+            previous, self._previous_round = self._previous_round, result
+            if previous is None:
+                return  # the first round: the start line says who this node is in it
+            gone = lines.gone_reasons(store, self._run_id(), result.round_no, previous)
+            log.info("%s", lines.joined_line(previous, result, gone))
+        except Exception as error:  # a console line must never cost the job
+            log.debug("console line skipped: %s", error)
 
     def _join_stepped(self, **step: Any) -> None:
         """Record one step of the rendezvous join machine as an ``rdzv.step`` event."""
@@ -221,6 +268,8 @@ class Observers:
         Raises:
             ValueError: ``state`` names no ``NodeState`` (only checked when events are on).
         """
+        if name == "round_joined":
+            self._round_line()
         if self._events is None:
             return
         from tpelastic.adapters.sinks.events import NodeState, RdzvEvent

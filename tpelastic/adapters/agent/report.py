@@ -55,9 +55,12 @@ def print_failure(
     name: str, reason: str, exit_code: int, failures: dict[int, ProcessFailure]
 ) -> None:
     """Print the job's one failure summary to stderr: the root cause first, with its traceback."""
-    lines = [f"tpelastic: job failed (exit code {exit_code}): {reason}"]
+    from tpelastic.adapters.sinks.console_lines import COLLATERAL_NOTE, outcome_line
+
+    lines = [outcome_line(reason, exit_code)]
     if failures:
         lines.append(ChildFailedError(name, failures).format_msg())
+        lines.append(COLLATERAL_NOTE)
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 
