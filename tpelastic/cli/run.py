@@ -275,8 +275,9 @@ def config_from_args(ns: Namespace) -> Any:
     Raises:
         UsageError: any bad flag value, in one line naming the flag.
     """
+    from tpelastic.adapters.launcher.checks import check_store_endpoint
     from tpelastic.adapters.launcher.config import ConfigError, LaunchConfig
-    from tpelastic.adapters.rendezvous.parameters import parse_rdzv_conf
+    from tpelastic.adapters.rendezvous.parameters import RendezvousParameters, parse_rdzv_conf
 
     min_nodes, max_nodes = parse_nnodes(ns.nnodes)
     backend, endpoint, run_id = ns.rdzv_backend, ns.rdzv_endpoint, ns.rdzv_id
@@ -294,7 +295,12 @@ def config_from_args(ns: Namespace) -> Any:
         bootstrap_addr, bootstrap_port = None, None
     try:
         conf: dict[str, Any] = parse_rdzv_conf(ns.rdzv_conf)
-    except ValueError as error:
+        check_store_endpoint(backend, endpoint, str(conf.get("store_type", "tcp")).lower())
+        # Every option is checked here, before anything is imported or started.
+        _ = RendezvousParameters(
+            backend, endpoint, run_id, min_nodes, max_nodes, ns.local_addr, **conf
+        ).timeout
+    except (ValueError, ConfigError) as error:
         raise UsageError(str(error)) from None
     if backend == "static":
         conf["rank"] = _int("node-rank", ns.node_rank, 0, max_nodes - 1)
@@ -307,7 +313,7 @@ def config_from_args(ns: Namespace) -> Any:
     metrics_host, metrics_port = parse_bind("metrics-port", ns.metrics_port)
     health_host, health_port = parse_bind("health-port", ns.health_port)
     try:
-        return LaunchConfig(
+        config = LaunchConfig(
             min_nodes=min_nodes,
             max_nodes=max_nodes,
             nproc_per_node=nproc,
@@ -349,6 +355,26 @@ def config_from_args(ns: Namespace) -> Any:
         )
     except ConfigError as error:
         raise UsageError(str(error)) from None
+    _make_log_dir(config.log_dir)  # last: nothing is created for a line refused above
+    return config
+
+
+def _make_log_dir(text: str | None) -> None:
+    """Create ``--log-dir`` now, as torchrun does (None: a temporary folder, later).
+
+    Raises:
+        UsageError: the path is not a folder, cannot be created, or cannot be written.
+    """
+    if not text:
+        return
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise UsageError(f"--log-dir {text!r} exists and is not a folder")
+    try:
+        os.makedirs(text, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"--log-dir {text!r} cannot be created: {error.strerror}") from None
+    if not os.access(text, os.W_OK | os.X_OK):
+        raise UsageError(f"--log-dir {text!r} is not writable")
 
 
 def _events(ns: Namespace) -> str:

@@ -151,8 +151,10 @@ def test_heartbeat_alias() -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"join_timeout": "0"}, r"join_timeout='0' must be > 0 seconds"),
-        ({"last_call_timeout": "-1"}, "last_call_timeout='-1' must be > 0 seconds"),
+        ({"join_timeout": "0"}, r"join_timeout='0' must be > 0 and <= 604800 seconds"),
+        ({"last_call_timeout": "-1"}, "last_call_timeout='-1' must be > 0 and <="),
+        ({"read_timeout": "1e12"}, "read_timeout='1e12' must be > 0 and <= 604800 seconds"),
+        ({"keep_alive_interval": "1e300"}, "keep_alive_interval='1e300' must be > 0 and <="),
         ({"close_timeout": "soon"}, "close_timeout='soon' is not a number"),
         ({"keep_alive_interval": "inf"}, "keep_alive_interval='inf' is not a number"),
         ({"keep_alive_max_attempt": "0"}, "keep_alive_max_attempt=0 must be >= 1"),

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import errno
+import ipaddress
+import re
 import socket
+import sys
+import time
 
 from tpelastic.adapters.launcher.config import ConfigError
+from tpelastic.adapters.rendezvous.parameters import parse_endpoint
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -40,4 +45,116 @@ def require_free_port(what: str, host: str, port: int) -> None:
             raise ConfigError(f"{what} {host}:{port} cannot be bound: {error.strerror}") from None
 
 
-__all__ = ["free_port", "require_free_port"]
+_LABEL = re.compile(r"^(?!-)[A-Za-z0-9_-]{1,63}(?<!-)$")
+
+
+def check_endpoint(what: str, endpoint: str) -> tuple[str, int | None]:
+    """``endpoint``'s host and port, when both are well formed (no lookup, no traffic).
+
+    The host is an IPv4 address, an IPv6 address (``[addr]:port``, or bare without a port) or
+    a host name of letters, digits, ``-`` and ``_`` in dot-separated labels.
+
+    Raises:
+        ConfigError: one line naming ``what`` and what is wrong with the endpoint.
+    """
+    if "://" in endpoint:
+        raise ConfigError(f"{what} {endpoint!r} looks like a URL: give host:port")
+    try:
+        host, port = parse_endpoint(endpoint)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if not host:
+        return host, port
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ConfigError(
+                f"{what} {endpoint!r}: {host!r} is not an IPv6 address (write [addr]:port)"
+            ) from None
+    elif host.replace(".", "").isdigit():
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise ConfigError(f"{what} {endpoint!r}: {host!r} is not an IPv4 address") from None
+    elif len(host) > 253 or not all(_LABEL.match(label) for label in host.split(".")):
+        raise ConfigError(f"{what} {endpoint!r}: {host!r} is not a host name or address")
+    return host, port
+
+
+_HOST_PORT = re.compile(r"^[^/\\]*:[0-9]+$")
+_HOST_PORT_BACKENDS = ("static", "tcp", "c10d", "p10d", "etcd", "etcd-v2")
+
+
+def check_store_endpoint(
+    backend: str, endpoint: str, store_type: str = "tcp"
+) -> tuple[str, int | None]:
+    """The rendezvous endpoint's host and port for ``backend`` (("", None) where the endpoint
+    is a path, several etcd members, or a plugin's own form), when well formed.
+
+    Raises:
+        ConfigError: a malformed endpoint, or a ``host:port`` given for a file store.
+    """
+    if backend == "file" or store_type == "file":
+        if _HOST_PORT.match(endpoint.strip()):
+            raise ConfigError(
+                f"store_type=file takes a file path as --rdzv-endpoint, got {endpoint!r} "
+                "(host:port is for the tcp store)"
+            )
+        return "", None
+    if backend not in _HOST_PORT_BACKENDS:
+        return "", None  # a plugin reads its endpoint its own way
+    if backend.startswith("etcd") and "," in endpoint:
+        return "", None  # several etcd members: the etcd client tries each
+    return check_endpoint("rendezvous endpoint", endpoint)
+
+
+def require_reachable(what: str, host: str, port: int, timeout: float) -> None:
+    """Wait until a TCP connection to ``host:port`` opens, for up to ``timeout`` seconds.
+
+    A store that is not up yet (its node starts later) is normal: the first refusal prints
+    one line saying what is tried and for how long, then it is tried again every 0.2 s.
+
+    Raises:
+        ConfigError: the host does not resolve, or no connection opened within ``timeout``.
+    """
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        raise ConfigError(f"{what} {host}:{port}: the host does not resolve ({reason})") from None
+    deadline = time.monotonic() + timeout
+    said = False
+    while True:
+        last = ""
+        for family, kind, proto, _name, address in addresses:
+            left = deadline - time.monotonic()
+            try:
+                with socket.socket(family, kind, proto) as probe:
+                    probe.settimeout(max(0.05, min(left, 5.0)))
+                    probe.connect(address)
+                    return
+            except OSError as error:
+                last = error.strerror or type(error).__name__
+        if time.monotonic() >= deadline:
+            raise ConfigError(
+                f"{what} {host}:{port} could not be reached within {timeout:g} s ({last}); "
+                "is the node that hosts it running?"
+            )
+        if not said:
+            print(
+                f"[tpelastic] {what} {host}:{port}: {last}; trying for up to {timeout:g} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            said = True
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+
+__all__ = [
+    "check_endpoint",
+    "check_store_endpoint",
+    "free_port",
+    "require_free_port",
+    "require_reachable",
+]

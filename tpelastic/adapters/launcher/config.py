@@ -6,15 +6,11 @@ from typing import Any
 
 from attrs import field, frozen, validators
 
-from tpelastic.adapters.rendezvous.parameters import parse_endpoint
+from tpelastic.adapters.rendezvous.parameters import MAX_SECONDS, parse_endpoint
 from tpelastic.adapters.workers.api import Std
 from tpelastic.core.values import value_eq, value_hash, value_repr
 
 START_METHODS = ("spawn", "fork", "forkserver")
-
-
-# The longest wait any setting may ask for: a year. Beyond it, timers and selectors overflow.
-MAX_SECONDS = 365 * 24 * 3600.0
 
 
 class ConfigError(ValueError):

@@ -11,7 +11,11 @@ from attrs import evolve
 
 from tpelastic.adapters.agent.local import LocalElasticAgent
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
-from tpelastic.adapters.launcher.checks import require_free_port
+from tpelastic.adapters.launcher.checks import (
+    check_store_endpoint,
+    require_free_port,
+    require_reachable,
+)
 from tpelastic.adapters.launcher.config import ConfigError, LaunchConfig
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.workers.api import ChildFailedError
@@ -45,6 +49,9 @@ def rendezvous_parameters(config: LaunchConfig) -> RendezvousParameters:
         # until a dynamic backend is installed.
         backend = "static"
         options.setdefault("rank", 0)
+    if backend == "static" and "timeout" in options:
+        # torch's static backend takes its join timeout from ``timeout``.
+        options.setdefault("join_timeout", options.pop("timeout"))
     endpoint = config.rdzv_endpoint
     if backend in _DYNAMIC and not endpoint.strip():
         endpoint = f"localhost:{DEFAULT_PORT}"  # torch's c10d backend: hosted here if free
@@ -83,6 +90,7 @@ def create_rendezvous_handler(config: LaunchConfig) -> Any:
         return _in_memory_handler(config)
     params = rendezvous_parameters(config)
     _check_ports(config, params)
+    _check_store(params)
     from tpelastic.rendezvous import create_handler
 
     try:
@@ -118,6 +126,38 @@ def _check_ports(config: LaunchConfig, params: RendezvousParameters) -> None:
         host, port = params.host_port()
         if host and port:
             require_free_port("rendezvous endpoint port", _bind_host(host), port)
+
+
+def _check_store(params: RendezvousParameters) -> None:
+    """The endpoint is well formed, and a store this agent does not host can be reached
+    (tried for up to the join timeout), before anything starts.
+
+    Raises:
+        ConfigError: one line naming the endpoint and what is wrong.
+    """
+    host, port = check_store_endpoint(params.backend, params.endpoint, params.store_type)
+    if not host or port is None:
+        return
+    if params.backend == "static":
+        hosts = params.get_as_int("rank") == 0 and params.is_host is not False
+    elif params.backend in _DYNAMIC:
+        from tpelastic.adapters.rendezvous.hosting import endpoint_is_local
+
+        hosts = params.is_host is True or (
+            params.is_host is None and endpoint_is_local(host) and _bindable(host, port)
+        )
+    else:
+        hosts = False
+    if not hosts:
+        require_reachable("rendezvous store", host, port, params.timeout.join)
+
+
+def _bindable(host: str, port: int) -> bool:
+    try:
+        require_free_port("rendezvous endpoint port", _bind_host(host), port)
+    except ConfigError:
+        return False
+    return True
 
 
 def _bind_host(host: str) -> str:

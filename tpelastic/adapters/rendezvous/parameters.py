@@ -28,6 +28,9 @@ from attrs import field, frozen
 from tpelastic.core.values import value_eq, value_hash, value_repr
 
 DEFAULT_PORT = 29400
+# The longest wait any setting may ask for: a week (in milliseconds, still below 2**31, what
+# poll and the store protocol take). Beyond it timers and selectors overflow.
+MAX_SECONDS = 7 * 24 * 3600.0
 STORE_TYPES = ("tcp", "file", "tensorplay")
 _TRUE = ("1", "true", "yes")
 _FALSE = ("0", "false", "no")
@@ -284,8 +287,11 @@ class RendezvousParameters:
     def _seconds(self, key: str, default: float) -> float:
         value = self.get_as_float(key, default)
         assert value is not None
-        if value <= 0:
-            raise ValueError(f"rendezvous config {key}={self.get(key)!r} must be > 0 seconds")
+        if not 0 < value <= MAX_SECONDS:
+            raise ValueError(
+                f"rendezvous config {key}={self.get(key)!r} must be > 0 and <= {MAX_SECONDS:g} "
+                "seconds"
+            )
         return value
 
     def _at_least_one(self, key: str, default: int) -> int:
@@ -314,6 +320,7 @@ def _require_text(name: str, value: object) -> None:
 
 __all__ = [
     "DEFAULT_PORT",
+    "MAX_SECONDS",
     "RendezvousParameters",
     "RendezvousTimeout",
     "parse_endpoint",
