@@ -27,7 +27,13 @@ from tpelastic.core.rendezvous.records import (
     encode_reason,
     encode_result,
 )
-from tpelastic.core.rendezvous.state import JoinPhase, JoinRequested, JoinState, retry_request
+from tpelastic.core.rendezvous.state import (
+    JoinPhase,
+    JoinRequested,
+    JoinState,
+    retry_request,
+    worth_retrying,
+)
 
 CONFIG = RendezvousConfig(
     min_nodes=2,
@@ -143,3 +149,22 @@ def test_retry_request_carries_what_the_lost_join_knew() -> None:
     assert retry_request(join.step(JoinState(), _retry(), CONFIG).state, now=6.0).arrived_round == 0
     with pytest.raises(ValueError, match="IDLE"):
         retry_request(JoinState(), now=1.0)
+
+
+@pytest.mark.parametrize(
+    ("phase", "retried", "next_try", "expected"),
+    [
+        (JoinPhase.LOCATING, False, 1.0, False),  # unreachable from the first call: report it
+        (JoinPhase.PROBING, False, 1.0, False),
+        (JoinPhase.PROBING, True, 1.0, True),  # a retry of a join that held a place
+        (JoinPhase.FOLLOWING, False, 1.0, True),  # arrived: its place is worth taking up
+        (JoinPhase.FOLLOWING, False, 10.0, False),  # ... until its own deadline
+        (JoinPhase.IDLE, True, 1.0, False),
+        (JoinPhase.COMPLETE, True, 1.0, False),
+    ],
+)
+def test_which_lost_joins_are_worth_retrying(
+    phase: JoinPhase, retried: bool, next_try: float, expected: bool
+) -> None:
+    lost = JoinState(phase=phase, deadline=10.0)
+    assert worth_retrying(lost, retried=retried, next_try=next_try) is expected

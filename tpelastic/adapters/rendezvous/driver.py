@@ -50,11 +50,10 @@ from tpelastic.core.rendezvous.ops import (
     WaitEnded,
 )
 from tpelastic.core.rendezvous.state import (
-    TERMINAL,
-    JoinPhase,
     JoinRequested,
     JoinState,
     retry_request,
+    worth_retrying,
 )
 from tpelastic.core.values import Emit, Rejected
 
@@ -169,7 +168,8 @@ def run_join(
             try:
                 return _drive(store, config, event, clock, context)
             except _StoreLost as lost:
-                if not _worth_retrying(lost.state, retried, clock() + reconnect_delay):
+                next_try = clock() + reconnect_delay
+                if not worth_retrying(lost.state, retried=retried, next_try=next_try):
                     raise lost.error from None
                 log.warning("%s: %s; retrying in %gs", context, lost.error, reconnect_delay)
                 time.sleep(reconnect_delay)
@@ -185,15 +185,6 @@ class _StoreLost(Exception):
         super().__init__(str(error))
         self.state = state
         self.error = error
-
-
-def _worth_retrying(state: JoinState, retried: bool, next_try: float) -> bool:
-    # A store unreachable from the start is reported at once; a join that arrived somewhere
-    # (or is already a retry) holds a place worth taking up, until its own deadline.
-    if state.phase is JoinPhase.IDLE or state.phase in TERMINAL or next_try >= state.deadline:
-        return False
-    arrived = state.phase not in (JoinPhase.LOCATING, JoinPhase.PROBING)
-    return arrived or retried
 
 
 def _drive(

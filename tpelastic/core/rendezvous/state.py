@@ -138,6 +138,18 @@ class JoinRequested:
 _NOT_ARRIVED = frozenset({JoinPhase.IDLE, JoinPhase.LOCATING, JoinPhase.PROBING})
 
 
+def worth_retrying(lost: JoinState, *, retried: bool, next_try: Instant) -> bool:
+    """Is a join whose store went away worth retrying at ``next_try``?
+
+    Yes while it holds a place worth taking up (it arrived in a round, or is already a retry
+    of one) and its own deadline is not reached; a store unreachable from the first call is
+    reported at once (the caller's store client has already waited out the outage).
+    """
+    if lost.phase is JoinPhase.IDLE or lost.phase in TERMINAL or next_try >= lost.deadline:
+        return False
+    return lost.phase not in _NOT_ARRIVED or retried
+
+
 def retry_request(lost: JoinState, *, now: Instant, heartbeats_held: bool = True) -> JoinRequested:
     """The event that retries ``lost``, a join whose store went away before it finished.
 
