@@ -25,11 +25,23 @@ def add_parser(commands: argparse._SubParsersAction, name: str) -> None:  # type
     parser.add_argument(
         "--port", type=int, default=29400, help="port to listen on; 0 picks a free one"
     )
+    parser.add_argument(
+        "--secret-file",
+        default=None,
+        help="serve only clients that prove this run secret (else $TPELASTIC_RDZV_SECRET, "
+        "else anyone; docs/security.md)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be within 0..65535, got {args.port}")
+    from tpelastic.adapters.stores.signed import load_secret
+
+    try:
+        secret = load_secret(args.secret_file)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -39,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        serve(args.host, args.port, _announce, stop)
+        serve(args.host, args.port, _announce, stop, secret=secret)
     except StoreUnavailable as error:
         raise UsageError(str(error)) from None
     finally:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tpelastic.adapters.stores import tcp_store
+from tpelastic.adapters.stores import StoreUnavailable, tcp_store
 
 
 def _start(*args: str) -> subprocess.Popen[str]:
@@ -96,3 +96,40 @@ def test_out_of_range_port_is_exit_two(port: str) -> None:
     )
     assert result.returncode == 2
     assert "--port must be within 0..65535" in result.stderr
+
+
+def test_secret_file_serves_only_clients_that_prove_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tpelastic.adapters.stores.tcp_client import TcpStoreClient
+
+    secret = tmp_path / "secret"
+    secret.write_text("a-store-secret-of-enough-bytes\n")
+    proc = _start("--port", "0", "--secret-file", str(secret))
+    try:
+        port = int(_read_line(proc, 20.0).rsplit(":", 1)[1])
+        friend = TcpStoreClient(
+            "127.0.0.1", port, timeout=2.0, secret=b"a-store-secret-of-enough-bytes"
+        )
+        friend.set("k", b"v")
+        stranger = TcpStoreClient("127.0.0.1", port, timeout=2.0)
+        with pytest.raises(StoreUnavailable):
+            stranger.get("k")
+        assert friend.get("k") == b"v"
+        friend.close()
+        stranger.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+
+
+def test_a_short_secret_is_one_line_and_exit_two(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    secret = tmp_path / "secret"
+    secret.write_text("short")
+    result = subprocess.run(
+        [sys.executable, "-m", "tpelastic", "store", "--port", "0", "--secret-file", str(secret)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2
+    assert "at least 16" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr

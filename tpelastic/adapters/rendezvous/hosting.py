@@ -29,6 +29,7 @@ from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.adapters.stores.signed import load_secret, signed
 from tpelastic.core.store_outage import OutagePolicy
 from tpelastic.core.values import value_eq, value_hash, value_repr
 
@@ -96,15 +97,19 @@ def open_rendezvous_store(params: RendezvousParameters) -> OpenedStore:
     Raises:
         RendezvousConnectionError: ``is_host=true`` but the endpoint cannot be bound, or the
             file store cannot be opened.
-        ValueError: an endpoint without a host for the tcp store.
+        ValueError: an endpoint without a host for the tcp store; an unreadable or short
+            run secret (``secret_file`` in the config, or ``$TPELASTIC_RDZV_SECRET``).
     """
+    return _open(params, load_secret(params.get("secret_file")))
+
+
+def _open(params: RendezvousParameters, secret: bytes | None) -> OpenedStore:
     if params.store_type == "file":
         from tpelastic.adapters.stores.tensorplay_store import file_store
 
         try:
-            return OpenedStore(
-                store=file_store(params.endpoint), is_host=False, endpoint=params.endpoint
-            )
+            store = _signed(file_store(params.endpoint), secret)
+            return OpenedStore(store=store, is_host=False, endpoint=params.endpoint)
         except StoreUnavailable as error:
             raise RendezvousConnectionError(str(error)) from error
     host, port = params.host_port(DEFAULT_PORT)
@@ -119,16 +124,16 @@ def open_rendezvous_store(params: RendezvousParameters) -> OpenedStore:
         opener = functools.partial(_our_tcp, outage=outage_policy(params))
     if wants_host:
         try:
-            store = opener(host, port, is_server=True, timeout=params.read_timeout)
-            return OpenedStore(store=store, is_host=True, endpoint=endpoint)
+            store = opener(host, port, is_server=True, timeout=params.read_timeout, secret=secret)
+            return OpenedStore(store=_signed(store, secret), is_host=True, endpoint=endpoint)
         except StoreUnavailable as error:
             if params.is_host:
                 raise RendezvousConnectionError(
                     f"is_host=true but this agent cannot host the store: {error}"
                 ) from error
             # Another agent on this machine is hosting it already: join as a client.
-    store = opener(host, port, is_server=False, timeout=params.read_timeout)
-    return OpenedStore(store=store, is_host=False, endpoint=endpoint)
+    store = opener(host, port, is_server=False, timeout=params.read_timeout, secret=secret)
+    return OpenedStore(store=_signed(store, secret), is_host=False, endpoint=endpoint)
 
 
 def outage_policy(params: RendezvousParameters) -> OutagePolicy:
@@ -138,17 +143,31 @@ def outage_policy(params: RendezvousParameters) -> OutagePolicy:
     )
 
 
+def _signed(store: KeyValueStore, secret: bytes | None) -> KeyValueStore:
+    """With a run secret, every record is signed and checked (docs/security.md)."""
+    return store if secret is None else signed(store, secret)
+
+
 def _our_tcp(
-    host: str, port: int, *, is_server: bool, timeout: float, outage: OutagePolicy
+    host: str,
+    port: int,
+    *,
+    is_server: bool,
+    timeout: float,
+    secret: bytes | None,
+    outage: OutagePolicy,
 ) -> KeyValueStore:
     from tpelastic.adapters.stores import tcp_client
 
     if is_server:
-        return tcp_client.host(host, port, timeout=timeout, outage=outage)
-    return tcp_client.connect(host, port, timeout=timeout, outage=outage)
+        return tcp_client.host(host, port, timeout=timeout, outage=outage, secret=secret)
+    return tcp_client.connect(host, port, timeout=timeout, outage=outage, secret=secret)
 
 
-def _tensorplay_tcp(host: str, port: int, *, is_server: bool, timeout: float) -> KeyValueStore:
+def _tensorplay_tcp(
+    host: str, port: int, *, is_server: bool, timeout: float, secret: bytes | None
+) -> KeyValueStore:
+    """tensorplay's server has no handshake: with a secret, records are signed all the same."""
     from tpelastic.adapters.stores.tensorplay_store import tcp_store
 
     return tcp_store(host, port, is_server=is_server, timeout=timeout)

@@ -15,6 +15,9 @@ is_host                     (auto)   whether this agent hosts the TCPStore serve
 store_type                  tcp      ``tcp`` (TCPStore at the endpoint, our client and server),
                                      ``tensorplay`` (the same, with tensorplay's client and
                                      server) or ``file`` (a path)
+secret_file                 (none)   a file holding the run secret (else the environment's
+                                     ``TPELASTIC_RDZV_SECRET``): records are signed, and our
+                                     store server serves only holders (docs/security.md)
 ==========================  =======  ===========================================================
 """
 

@@ -23,6 +23,8 @@ def serve(
     port: int,
     ready_callback: Callable[[str, int], None],
     stop: threading.Event | None = None,
+    *,
+    secret: bytes | None = None,
 ) -> None:
     """Host a TCPStore server on ``host:port`` until ``stop`` is set.
 
@@ -32,12 +34,13 @@ def serve(
         ready_callback: called once with ``(host, port)`` when clients can connect.
         stop: set it (e.g. from a signal handler) to shut the server down; without one the
             server runs until the process is interrupted.
+        secret: serve only clients that prove this run secret (docs/security.md).
 
     Raises:
         StoreUnavailable: the address cannot be bound (port in use, host not local).
     """
     stop = stop if stop is not None else threading.Event()
-    server = StoreServer(host, port).start()
+    server = StoreServer(host, port, secret=secret).start()
     try:
         ready_callback(host, server.port)
         while not stop.wait(_STOP_CHECK_SECONDS):

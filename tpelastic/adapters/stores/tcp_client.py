@@ -68,6 +68,8 @@ class TcpStoreClient:
         server: a server this client owns; ``close`` stops it.
         outage: how long a lost server is waited out (None: a call fails at its first loss).
         clock: the monotonic clock the outage is timed on.
+        secret: the run secret, proved to the server on every new connection (a server
+            started with it serves nothing else; :mod:`wire`).
     """
 
     def __init__(
@@ -79,8 +81,10 @@ class TcpStoreClient:
         server: object | None = None,
         outage: OutagePolicy | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        secret: bytes | None = None,
     ) -> None:
         self._address = (host, int(port))
+        self._secret = secret
         self._timeout = float(timeout)
         self._server = server
         self._where = f"tcp store {host}:{port}"
@@ -117,8 +121,6 @@ class TcpStoreClient:
             try:
                 sock = socket.create_connection(self._address, timeout=max(0.05, min(left, 5.0)))
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._connected_once = True
-                return sock
             except OSError as error:
                 refused = isinstance(error, (ConnectionRefusedError, ConnectionResetError))
                 left = deadline - time.monotonic()
@@ -137,6 +139,33 @@ class TcpStoreClient:
                     ) from error
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, _CONNECT_PAUSE_MOST)
+                continue
+            self._connected_once = True
+            if self._secret is not None:
+                self._prove(sock, deadline)
+            return sock
+
+    def _prove(self, sock: socket.socket, deadline: float) -> None:
+        """Show a new connection's server that we hold the run secret (CHALLENGE, PROVE).
+        A refusal is no outage: it fails the call at once."""
+        assert self._secret is not None
+        step = "asked for its challenge"
+        try:
+            sock.sendall(wire.request(wire.CHALLENGE))
+            nonce = status_then_field(Reader(sock, max(deadline, time.monotonic() + 1.0)))
+            if nonce:
+                step = "proved the run secret"
+                sock.sendall(wire.request(wire.PROVE, wire.proof(self._secret, nonce)))
+                expect_ok(Reader(sock, max(deadline, time.monotonic() + 1.0)).byte())
+        except (OSError, PeerClosed, wire.WireError) as error:
+            sock.close()
+            why = (
+                "closed the connection (a different run secret, or a server without the "
+                "handshake, e.g. tensorplay's)"
+                if isinstance(error, PeerClosed)
+                else str(error)
+            )
+            raise StoreUnavailable(f"{self._where}: {step}: the server {why}") from None
 
     def _take(self, deadline: float) -> tuple[socket.socket, bool]:
         with self._lock:
@@ -474,30 +503,44 @@ class TcpStoreClient:
 
 
 def connect(
-    host: str, port: int, *, timeout: float = 60.0, outage: OutagePolicy | None = None
+    host: str,
+    port: int,
+    *,
+    timeout: float = 60.0,
+    outage: OutagePolicy | None = None,
+    secret: bytes | None = None,
 ) -> TcpStoreClient:
-    """A client of the TCPStore server at ``host:port`` (ours or tensorplay's).
+    """A client of the TCPStore server at ``host:port`` (ours or tensorplay's; with ``secret``,
+    ours started with the same secret).
 
     It connects on its first call; an unreachable server fails that call with
     ``StoreUnavailable`` after ``timeout`` seconds of retrying. ``outage``: how a server lost
     after that is waited out.
     """
-    return TcpStoreClient(host, port, timeout=timeout, outage=outage)
+    return TcpStoreClient(host, port, timeout=timeout, outage=outage, secret=secret)
 
 
 def host(
-    host: str, port: int, *, timeout: float = 60.0, outage: OutagePolicy | None = None
+    host: str,
+    port: int,
+    *,
+    timeout: float = 60.0,
+    outage: OutagePolicy | None = None,
+    secret: bytes | None = None,
 ) -> TcpStoreClient:
     """Start our server on ``host:port`` (port 0: the OS picks) and return a client that owns it
-    (``close`` stops the server; the port is ``client.port``).
+    (``close`` stops the server; the port is ``client.port``). With ``secret``, the server
+    serves only clients that prove it, this one included.
 
     Raises:
         StoreUnavailable: the address cannot be bound (port in use, host not local).
     """
     from tpelastic.adapters.stores.tcp_server import StoreServer
 
-    server = StoreServer(host, port).start()
-    return TcpStoreClient(host, server.port, timeout=timeout, server=server, outage=outage)
+    server = StoreServer(host, port, secret=secret).start()
+    return TcpStoreClient(
+        host, server.port, timeout=timeout, server=server, outage=outage, secret=secret
+    )
 
 
 __all__ = ["TcpStoreClient", "connect", "host"]

@@ -13,7 +13,7 @@ from tpelastic.adapters.stores import wire
 from tpelastic.adapters.stores.limits import ServerLimits
 
 # What each field of a request is, for its size bound.
-_KEY, _VALUE, _KEYS, _INT = "key", "value", "keys", "int"
+_KEY, _VALUE, _KEYS, _INT, _PROOF = "key", "value", "keys", "int", "proof"
 _FIELDS: dict[int, tuple[str, ...]] = {
     wire.SET: (_KEY, _VALUE),
     wire.GET: (_KEY,),
@@ -26,7 +26,10 @@ _FIELDS: dict[int, tuple[str, ...]] = {
     wire.WAIT: (_KEYS, _INT),
     wire.MULTI_GET: (_KEYS,),
     wire.WAIT_ANY: (_KEYS, _INT),
+    wire.CHALLENGE: (),
+    wire.PROVE: (_PROOF,),
 }
+_HANDSHAKE = (wire.CHALLENGE, wire.PROVE)
 # Values at least this long are queued as they are, not copied into the reply buffer: a round's
 # result (O(N) bytes) goes to every member, which is most of the bytes this server sends.
 _BIG = 8192
@@ -61,9 +64,11 @@ class Conn:
         "waiting",
         "closed",
         "writing",
+        "nonce",
+        "trusted",
     )
 
-    def __init__(self, sock: socket.socket, peer: str) -> None:
+    def __init__(self, sock: socket.socket, peer: str, trusted: bool = True) -> None:
         self.sock = sock
         self.peer = peer
         self.inbox = bytearray()
@@ -74,6 +79,8 @@ class Conn:
         self.waiting: Waiter | None = None
         self.closed = False
         self.writing = False
+        self.nonce = b""  # the CHALLENGE sent, which PROVE must answer
+        self.trusted = trusted  # False until it proved it holds the server's secret
 
     def unsent(self) -> int:
         return len(self.outbox) + self.queued
@@ -119,13 +126,14 @@ def reply_value(conn: Conn, status: bytes, value: bytes) -> None:
 
 
 def parse_request(
-    buffer: bytearray, at: int, limits: ServerLimits
+    buffer: bytearray, at: int, limits: ServerLimits, trusted: bool = True
 ) -> tuple[int, list[bytes], int] | None:
     """The request at ``at``: (op, fields, offset after it), or None when it is incomplete.
+    Not ``trusted``: only the handshake's requests are accepted.
 
     Raises:
-        Refused: an unknown opcode, or a field longer than its bound (known from its length
-            prefix, before its bytes arrive).
+        Refused: an unknown opcode, a request before the handshake, or a field longer than
+            its bound (known from its length prefix, before its bytes arrive).
     """
     if len(buffer) <= at:
         return None
@@ -133,6 +141,8 @@ def parse_request(
     kinds = _FIELDS.get(op)
     if kinds is None:
         raise Refused("opcode", f"unknown request {op}")
+    if not trusted and op not in _HANDSHAKE:
+        raise Refused("no secret", f"request {op} before proving the run secret")
     fields: list[bytes] = []
     offset = at + 1
     for kind in kinds:
@@ -149,9 +159,10 @@ def parse_request(
 
 
 def _check_size(kind: str, size: int, limits: ServerLimits) -> None:
-    if kind == _INT:
-        if size != 8:
-            raise Refused("integer", f"an integer field of {size} bytes (8 expected)")
+    if kind in (_INT, _PROOF):
+        want = 8 if kind == _INT else 32
+        if size != want:
+            raise Refused(kind, f"an {kind} field of {size} bytes ({want} expected)")
         return
     bound = {
         _KEY: limits.max_key_bytes,

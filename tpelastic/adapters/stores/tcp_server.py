@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import errno
 import heapq
+import hmac
 import itertools
 import logging
+import os
 import selectors
 import socket
 import threading
@@ -61,13 +63,23 @@ class StoreServer:
         host: the address to listen on (``0.0.0.0`` for every interface).
         port: the port; 0 lets the OS choose (read :attr:`port`).
         limits: what clients may send and make the server hold (:class:`ServerLimits`).
+        secret: the run secret; with one, a connection is served only once it proved it
+            holds it (CHALLENGE, then PROVE: :mod:`wire`), and anything else closes it.
 
     Raises:
         StoreUnavailable: the address cannot be bound (port in use, host not local).
     """
 
-    def __init__(self, host: str, port: int, *, limits: ServerLimits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        limits: ServerLimits = DEFAULT_LIMITS,
+        secret: bytes | None = None,
+    ) -> None:
         self._limits = limits
+        self._secret = secret
         self._data: dict[bytes, bytes] = {}
         # key -> the waits parked on it (a dict for its order and O(1) removal)
         self._waiters: dict[bytes, dict[Waiter, None]] = {}
@@ -228,7 +240,7 @@ class StoreServer:
             except OSError:
                 sock.close()  # reset before we got to it
                 continue
-            conn = Conn(sock, peer)
+            conn = Conn(sock, peer, trusted=self._secret is None)
             self._conns.add(conn)
             self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
             self._selector.register(sock, selectors.EVENT_READ, conn)
@@ -279,7 +291,7 @@ class StoreServer:
         inbox = conn.inbox
         try:
             while not conn.closed and not self._blocked(conn):
-                parsed = parse_request(inbox, at, self._limits)
+                parsed = parse_request(inbox, at, self._limits, conn.trusted)
                 if parsed is None:
                     break
                 op, fields, at = parsed
@@ -425,8 +437,19 @@ class StoreServer:
             self._park(conn, fields[0], wire.decode_int64(fields[1]))
         elif op == wire.WAIT_ANY:
             self._park(conn, fields[0], wire.decode_int64(fields[1]), any_=True)
-        else:  # MULTI_GET (parse_request lets no other opcode through)
+        elif op == wire.MULTI_GET:
             self._multi_get(conn, unpack_keys(fields[0], self._limits))
+        elif op == wire.CHALLENGE:
+            conn.nonce = os.urandom(32) if self._secret is not None else b""
+            out += b"\0" + wire.field(conn.nonce)
+        else:  # PROVE (parse_request lets no other opcode through)
+            if self._secret is not None and not (
+                conn.nonce and hmac.compare_digest(fields[0], wire.proof(self._secret, conn.nonce))
+            ):
+                raise Refused("wrong secret", "its PROVE does not match the run secret")
+            conn.trusted = True
+            conn.nonce = b""
+            out.append(wire.OK)
 
     def _multi_get(self, conn: Conn, keys: list[bytes]) -> None:
         values = [self._data.get(key) for key in keys]

@@ -20,17 +20,22 @@ NUM_KEYS    7     -                             0, count (int64 LE)
 WAIT        64    packed keys, timeout ms i64   0, 0 (all present) | 1 (timed out)   *ours*
 MULTI_GET   65    packed keys                   0, then per key: 1, value | 0         *ours*
 WAIT_ANY    66    packed keys, timeout ms i64   0, 0 (one present) | 1 (timed out)    *ours*
+CHALLENGE   67    -                             0, nonce (32 bytes; empty: no secret)   *ours*
+PROVE       68    HMAC-SHA256(secret, nonce)    0 (then served) | connection closed    *ours*
 ==========  ====  ============================  ==============================================
 
 "Packed keys" is one field whose bytes are themselves fields, one per key. CAS creates an absent
 key only when ``expected`` is ``b""``. WAIT answers once every listed key exists, WAIT_ANY
 once any one does (an empty list never does). WAIT, MULTI_GET and WAIT_ANY exist only on our server
 (:mod:`tcp_server`); tensorplay's server closes the connection on them, which is how our client
-(:mod:`tcp_client`) tells the two apart.
+(:mod:`tcp_client`) tells the two apart. A server started with a run secret serves a connection
+only after CHALLENGE and a PROVE of :func:`proof`; before that, any other request closes it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import struct
 from collections.abc import Sequence
 
@@ -38,6 +43,8 @@ SET, GET, ADD, HAS, CAS, DELETE, CHECK, NUM_KEYS = range(8)
 WAIT = 64
 MULTI_GET = 65
 WAIT_ANY = 66
+CHALLENGE = 67
+PROVE = 68
 OK = 0
 MISSING = 1
 
@@ -84,6 +91,11 @@ def decode_int64(raw: bytes) -> int:
     return int(_I64.unpack(raw)[0])
 
 
+def proof(secret: bytes, nonce: bytes) -> bytes:
+    """What PROVE sends for ``nonce``: the secret's HMAC of it (32 bytes)."""
+    return hmac.new(secret, b"tpelastic-store-auth\0" + nonce, hashlib.sha256).digest()
+
+
 def counter_value(stored: bytes | None) -> int:
     """What ADD counts from: the leading decimal digits (with a sign), as tensorplay does."""
     if not stored:
@@ -101,6 +113,7 @@ def counter_value(stored: bytes | None) -> int:
 __all__ = [
     "ADD",
     "CAS",
+    "CHALLENGE",
     "CHECK",
     "DELETE",
     "GET",
@@ -110,6 +123,7 @@ __all__ = [
     "MULTI_GET",
     "NUM_KEYS",
     "OK",
+    "PROVE",
     "SET",
     "WAIT",
     "WAIT_ANY",
@@ -119,5 +133,6 @@ __all__ = [
     "field",
     "int64",
     "pack_keys",
+    "proof",
     "request",
 ]

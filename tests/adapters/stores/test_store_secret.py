@@ -1,0 +1,158 @@
+"""The run secret at the store: SignedStore's records (signed on write, checked on read) and our
+server's handshake (nothing is served to a connection that has not proved the secret)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.stores import MemoryStore, StoreUnavailable, tcp_store, wire
+from tpelastic.adapters.stores.errors import StoreCorrupt
+from tpelastic.adapters.stores.signed import load_secret, sign, signed
+from tpelastic.adapters.stores.tcp_client import TcpStoreClient, connect
+from tpelastic.adapters.stores.tcp_server import StoreServer
+from tpelastic.testing import store_contract as contract
+
+SECRET = b"0123456789abcdef-the-run-secret"
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def secured() -> Iterator[StoreServer]:
+    served = StoreServer("127.0.0.1", 0, secret=SECRET).start()
+    yield served
+    served.stop()
+
+
+def _signed_factories(port: int) -> dict[str, Callable[[], KeyValueStore]]:
+    return {
+        "memory": lambda: signed(MemoryStore(), SECRET),
+        "tcp-with-handshake": lambda: signed(
+            connect("127.0.0.1", port, timeout=5.0, secret=SECRET), SECRET
+        ),
+    }
+
+
+@pytest.mark.parametrize("kind", ["memory", "tcp-with-handshake"])
+@pytest.mark.parametrize("check", contract.ALL_CHECKS, ids=lambda c: c.__name__)
+def test_signed_store_keeps_the_port_contract(
+    check: Callable[..., None], kind: str, secured: StoreServer
+) -> None:
+    factory = _signed_factories(secured.port)[kind]
+    if kind == "tcp-with-handshake":  # one shared server: each store in its own namespace
+        from tpelastic.adapters.stores import PrefixedStore
+
+        def factory() -> KeyValueStore:
+            inner = connect("127.0.0.1", secured.port, timeout=5.0, secret=SECRET)
+            return PrefixedStore(signed(inner, SECRET), f"c{next(_names)}")
+
+    check(factory)
+
+
+def test_signed_store_agrees_with_the_memory_model() -> None:
+    machine = contract.store_comparison_machine(lambda: signed(MemoryStore(), SECRET))
+    run_state_machine_as_test(machine, settings=settings(max_examples=30, deadline=None))
+
+
+def test_what_a_stranger_writes_is_corrupt_naming_the_key() -> None:
+    raw = MemoryStore()
+    store = signed(raw, SECRET)
+    store.set("a", b'{"v": 1}')
+    assert store.get("a") == b'{"v": 1}'
+    raw.set("forged", b'{"v": 1, "kind": "closed", "outcome": "failed", "reason": ""}')
+    raw.set("altered", raw.get("a").replace(b"1", b"2", 1))  # type: ignore[union-attr]
+    raw.set("moved", raw.get("a"))  # type: ignore[arg-type]  # a valid record at another key
+    raw.set("other-secret", sign(b"another secret of 16+ bytes", "other-secret", b"{}"))
+    for key in ("forged", "altered", "moved", "other-secret"):
+        with pytest.raises(StoreCorrupt, match=repr(key)):
+            store.get(key)
+    with pytest.raises(StoreCorrupt):
+        store.set_if_absent("forged", b"mine")  # the current value is checked too
+    assert store.add("n", 3) == 3 and store.get("n") == b"3"  # counters are the store's
+    assert not hasattr(store, "multi_get")  # only what the inner store offers
+
+
+def test_multi_get_checks_every_value(secured: StoreServer) -> None:
+    inner = connect("127.0.0.1", secured.port, timeout=5.0, secret=SECRET)
+    store = signed(inner, SECRET)
+    store.set("mg/a", b"record")
+    store.add("mg/n", 2)
+    assert store.multi_get(["mg/a", "mg/n", "mg/none"]) == [b"record", b"2", None]
+    inner.set("mg/forged", b"record")
+    with pytest.raises(StoreCorrupt, match="mg/forged"):
+        store.multi_get(["mg/a", "mg/forged"])
+    store.close()
+
+
+def test_load_secret(tmp_path: Path) -> None:
+    path = tmp_path / "secret"
+    path.write_bytes(SECRET + b"\n")
+    assert load_secret(str(path), {}) == SECRET
+    assert load_secret(None, {"TPELASTIC_RDZV_SECRET": SECRET.decode()}) == SECRET
+    assert load_secret(str(path), {"TPELASTIC_RDZV_SECRET": "x" * 20}) == SECRET  # file wins
+    assert load_secret(None, {}) is None
+    with pytest.raises(ValueError, match="has 5 bytes, at least 16"):
+        load_secret(None, {"TPELASTIC_RDZV_SECRET": "short"})
+    with pytest.raises(ValueError, match="cannot read it"):
+        load_secret(str(tmp_path / "absent"), {})
+
+
+def test_the_server_serves_only_who_proves_the_secret(secured: StoreServer) -> None:
+    friend = TcpStoreClient("127.0.0.1", secured.port, timeout=2.0, secret=SECRET)
+    friend.set("k", b"v")
+    assert friend.get("k") == b"v"
+    stranger = TcpStoreClient("127.0.0.1", secured.port, timeout=2.0)
+    with pytest.raises(StoreUnavailable):
+        stranger.set("k", b"forged")
+    wrong = TcpStoreClient("127.0.0.1", secured.port, timeout=2.0, secret=b"x" * 32)
+    with pytest.raises(StoreUnavailable, match="different run secret"):
+        wrong.add("k/n", 1)
+    tp = tcp_store("127.0.0.1", secured.port, is_server=False, timeout=2.0)
+    with pytest.raises(StoreUnavailable):
+        tp.set("k", b"forged")
+    assert friend.get("k") == b"v" and friend.get("k/n") is None
+    for client in (friend, stranger, wrong, tp):
+        client.close()
+    assert secured.usage().get("closed_wrong secret", 0) >= 1
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        wire.request(wire.SET, b"k", b"forged"),  # no handshake at all
+        wire.request(wire.PROVE, b"\0" * 32),  # PROVE with no challenge
+        wire.request(wire.CHALLENGE) + wire.request(wire.PROVE, b"\0" * 32),  # a guess
+        wire.request(wire.CHALLENGE) + wire.request(wire.GET, b"k"),  # skipping PROVE
+    ],
+)
+def test_raw_requests_before_the_proof_close_the_connection(
+    secured: StoreServer, payload: bytes
+) -> None:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", secured.port), timeout=5.0) as sock:
+        sock.sendall(payload)
+        got = b""
+        while chunk := sock.recv(4096):
+            got += chunk
+    assert len(got) <= 1 + 4 + 32  # at most the challenge itself was answered
+    client = TcpStoreClient("127.0.0.1", secured.port, timeout=2.0, secret=SECRET)
+    assert client.get("k") != b"forged"
+    client.close()
+
+
+def test_a_server_without_a_secret_lets_a_client_with_one_in() -> None:
+    server = StoreServer("127.0.0.1", 0).start()
+    try:
+        client = TcpStoreClient("127.0.0.1", server.port, timeout=2.0, secret=SECRET)
+        client.set("k", b"v")
+        assert client.get("k") == b"v"
+        client.close()
+    finally:
+        server.stop()
