@@ -1,7 +1,9 @@
 """A small elastic training job: linear regression on CPU with gloo, resumable from checkpoints.
 
 Run it with ``tpelastic run`` (see the README). Every worker joins a gloo process group, reads
-its share of each epoch through ``ElasticDistributedSampler``, averages gradients with
+its share of each epoch through ``ElasticDistributedSampler``, starts from rank 0's weights
+(broadcast: otherwise each rank's random initial weights would train a different model),
+averages gradients with
 ``all_reduce`` and, on rank 0, checkpoints the model with the epoch and the position in it.
 After a restart (a worker failed, a node joined or left) every worker loads the checkpoint and
 the sampler continues the same epoch order from the saved position, whatever the new world
@@ -66,6 +68,16 @@ def save_checkpoint(path: str, model: tp.nn.Module, **progress: object) -> None:
     os.replace(tmp, path)  # atomic: a crash mid-save never leaves a torn checkpoint
 
 
+def broadcast_weights(model: tp.nn.Module) -> None:
+    # Every rank must start from the same weights: gradients are averaged, so ranks that
+    # start apart stay apart, each training a different model. A fresh Linear draws random
+    # weights per process, and a rank may also have missed a checkpoint written while it was
+    # away, so rank 0's weights (from its checkpoint or its own draw) go to everyone.
+    with tp.no_grad():
+        for param in model.parameters():
+            dist.broadcast(param, src=0)
+
+
 def average_gradients(model: tp.nn.Module, world: int) -> None:
     for param in model.parameters():
         if param.grad is not None:
@@ -83,6 +95,7 @@ def main() -> None:
     path = os.path.join(args.ckpt_dir, "checkpoint.pt")
     model = tp.nn.Linear(FEATURES, 1)
     state = load_checkpoint(path, model)
+    broadcast_weights(model)
     optimizer = tp.optim.SGD(model.parameters(), lr=args.lr)
     dataset = make_dataset(args.samples)
     if rank == 0:

@@ -35,3 +35,8 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    # The lazy names too, so that dir() and help(tpelastic) list them (help imports them).
+    return sorted({*globals(), *_LAZY})

@@ -111,11 +111,16 @@ TORCHRUN_FLAGS = frozenset(
 
 
 def env_default(dest: str, given: str | None) -> str | None:
-    """A value flag's default: ``TPELASTIC_<DEST>``, else ``PET_<DEST>``, else ``given``."""
+    """A value flag's default: ``TPELASTIC_<DEST>``, else ``PET_<DEST>``, else inside a Slurm
+    allocation of several nodes what Slurm says (:mod:`tpelastic.cli.slurm`), else ``given``."""
     key = dest.upper()
     for prefix in ("TPELASTIC_", "PET_"):
         if f"{prefix}{key}" in os.environ:
             return os.environ[f"{prefix}{key}"]
+    if "SLURM_JOB_ID" in os.environ or "SLURM_JOBID" in os.environ:
+        from tpelastic.cli.slurm import slurm_defaults
+
+        return slurm_defaults().get(dest, given)
     return given
 
 
