@@ -14,8 +14,8 @@ process on the machine), so the harness can tell which world trained when:
 
 The world id is drawn by rank 0 of each process group and shared with the rest, so two groups
 formed by one launcher from the same membership still count as two worlds. The job ends when the
-stop file exists: whoever sees it first sets a flag in the step's all_reduce, so every rank
-stops at the same step.
+stop file exists and the world has done more steps than a checkpoint interval: whoever sees it
+first sets a flag in the step's all_reduce, so every rank stops at the same step.
 
     python worker.py --framework tensorplay --out DIR --checkpoint FILE --stop FILE
     CHAOS_FRAMEWORK=torch CHAOS_OUT=DIR CHAOS_CHECKPOINT=FILE CHAOS_STOP=FILE python worker.py
@@ -101,10 +101,14 @@ def main() -> None:
     values = shared.tolist()
     world = f"{int(values[0]):06x}{int(values[1]):06x}"
     step, w = int(values[2]), values[3:]
+    resumed = step
     line(f"RESUME world={world} size={size} rank={rank} step={step}")
 
     while True:
-        stop = 1.0 if os.path.exists(args.stop) else 0.0
+        # A world stops only once it is past any step lost since the checkpoint it resumed
+        # from, so the end of the job never hides whether training advanced after a fault.
+        past_lost = step - resumed > args.ckpt_every
+        stop = 1.0 if past_lost and os.path.exists(args.stop) else 0.0
         buf = tp.tensor([*gradient(w, rank, step), stop])
         dist.all_reduce(buf)
         summed = buf.tolist()
