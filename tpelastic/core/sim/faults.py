@@ -47,6 +47,8 @@ def resume_node(cluster: Cluster, name: str) -> None:
             cluster._set_status(node, Status.FENCED, None)
             node.gen += 1
             cluster._note(node, "node.fenced", f"{name} fenced itself (late keep-alive)")
+            # Fencing is not failing (specs/agent.md, A12): it re-joins once the store answers.
+            cluster._reconnect([node])
         else:
             cluster._watch(node, node.world)
     cluster._arm_tick(node)
