@@ -10,13 +10,20 @@ import tomllib
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tpelastic.core.rendezvous import join
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.core.rendezvous.ops import OpsDone
+from tpelastic.core.rendezvous.state import JoinState
 from tpelastic.core.sim import faults
 from tpelastic.core.sim.cluster import Cluster
+from tpelastic.core.sim.explore import Bounds, formed_prefix
+from tpelastic.core.sim.explore_liveness import explore_liveness
 from tpelastic.core.sim.liveness import liveness_problems, settle_time
 from tpelastic.core.sim.nodes import Status
 from tpelastic.core.sim.rng import SplitMix64
 from tpelastic.core.sim.run import _bind, _Injector, build_cluster
 from tpelastic.core.sim.scenario import Scenario, scenario_from_dict
+from tpelastic.core.table import build_table
 
 BASE: dict[str, Any] = {
     "nodes": 3,
@@ -215,3 +222,38 @@ def test_new_fault_kinds_parse_and_bad_ones_are_one_line() -> None:
     assert scenario.faults[0].kind == "store_pause"
     with pytest.raises(ValueError, match="unknown fault kind 'sigstop'"):
         scenario_from_dict({**BASE, "faults": [{"at": 1, "kind": "sigstop"}]})
+
+
+# --- the explorer: every reachable state of 3 nodes settles once faults stop ------------------
+
+
+def test_S1_every_explored_state_of_three_nodes_settles_once_faults_stop() -> None:
+    bounds = Bounds(nodes=3, ticks=3, crashes=1, failures=0, leaves=0)
+    found = explore_liveness(bounds, prefix=formed_prefix(bounds))
+    assert found.complete and found.stall is None, found.stall
+    assert found.states > 1000  # crashes at every point of the formed world were explored
+
+
+def never_closes(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
+    """Test-only broken guard: a round never closes, so no first world ever forms."""
+    return False
+
+
+NEVER_CLOSES = build_table(
+    name="rendezvous_join_never_closes",
+    phases=join.TABLE.phases,
+    initial=join.TABLE.initial,
+    events=join.TABLE.events,
+    rows=join.ROWS,
+    guards={**join.GUARDS, "may_close": never_closes},
+    actions=join.ACTIONS,
+    terminal=join.TABLE.terminal,
+)
+
+
+def test_the_liveness_explorer_reports_a_table_that_never_forms_a_world() -> None:
+    bounds = Bounds(nodes=3, ticks=1, crashes=0, failures=0)
+    found = explore_liveness(bounds, step=NEVER_CLOSES.step, rotations=20)
+    assert found.stall is not None
+    assert found.stall.events == ()  # the initial state already cannot settle
+    assert "joining" in found.stall.detail
