@@ -161,7 +161,8 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
     def run(self, role: str = "default") -> RunResult:
         restore: Callable[[], None] | None = None
         if threading.current_thread() is threading.main_thread():
-            restore = install_signal_policy(SignalPolicy(), self._current_context)
+            policy = SignalPolicy.handling(self._spec.signals_to_handle)
+            restore = install_signal_policy(policy, self._current_context)
         try:
             self._obs.start()
             self._loop()

@@ -46,7 +46,8 @@ class WorkerSpec:
         start_method: ``spawn``/``fork``/``forkserver`` for callables.
         redirects, tee, log_dir: where worker output goes (see docs/processes.md).
         exit_barrier_timeout: how long a finished node waits for the rest of the world.
-        close_timeout: grace (seconds) between the death signal and SIGKILL when stopping.
+        close_timeout: grace (seconds) between the death signal and SIGKILL when stopping, on
+            every stop path (restart, scale, signal, end); 0 is SIGKILL at once.
         events: the event destination (``null``, ``console``, ``logging``, ``jsonl:<path>``).
         timers: run a named-pipe timer server; workers get ``TPELASTIC_TIMER_FILE`` so
             ``tpelastic.timer.expires`` works in them with no setup.
@@ -61,6 +62,8 @@ class WorkerSpec:
         local_ranks_filter: only these local ranks' output reaches the console; None is all.
         numa_options, duplicate_stdout_filters, duplicate_stderr_filters, virtual_local_rank:
             as :class:`tpelastic.launcher.LaunchConfig`'s.
+        signals_to_handle: the signals that stop the agent and its workers (torchrun's
+            ``--signals-to-handle``); SIGUSR1 and SIGUSR2 are forwarded unless named.
     """
 
     __repr__ = value_repr
@@ -83,7 +86,7 @@ class WorkerSpec:
     tee: Std | int | str | dict[int, Std] = Std.NONE
     log_dir: str | None = None
     exit_barrier_timeout: float = field(default=DEFAULT_EXIT_BARRIER_TIMEOUT, validator=_positive)
-    close_timeout: float = field(default=30.0, validator=_positive)
+    close_timeout: float = field(default=30.0, validator=validators.ge(0))
     events: str = "null"
     timers: bool = False
     stall_timeout: float | None = field(default=None, validator=validators.optional(_positive))
@@ -97,6 +100,7 @@ class WorkerSpec:
     duplicate_stdout_filters: list[str] | None = None
     duplicate_stderr_filters: list[str] | None = None
     virtual_local_rank: bool = False
+    signals_to_handle: str = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
 
     def __attrs_post_init__(self) -> None:
         if self.max_nodes < self.min_nodes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,7 +17,7 @@ from tpelastic.adapters.launcher.checks import (
     require_free_port,
     require_reachable,
 )
-from tpelastic.adapters.launcher.config import ConfigError, LaunchConfig
+from tpelastic.adapters.launcher.config import MAX_SECONDS, ConfigError, LaunchConfig
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.workers.api import ChildFailedError
 
@@ -197,7 +198,37 @@ def worker_spec(
         duplicate_stdout_filters=config.duplicate_stdout_filters,
         duplicate_stderr_filters=config.duplicate_stderr_filters,
         virtual_local_rank=config.virtual_local_rank,
+        signals_to_handle=config.signals_to_handle,
+        close_timeout=shutdown_grace(config),
     )
+
+
+DEFAULT_SHUTDOWN_TIMEOUT = 10
+
+
+def shutdown_grace(config: LaunchConfig) -> float:
+    """Seconds a stopped worker gets before SIGKILL: ``shutdown_timeout``, else
+    ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` (as torch), else 10, so that the agent and every worker
+    are gone well within the 30 s a scheduler waits between SIGTERM and SIGKILL.
+
+    Raises:
+        ConfigError: ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT`` is not a whole number of seconds >= 0.
+    """
+    if config.shutdown_timeout is not None:
+        return float(config.shutdown_timeout)
+    text = os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")
+    if text is None:
+        return float(DEFAULT_SHUTDOWN_TIMEOUT)
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_SECONDS:
+        raise ConfigError(
+            f"TORCH_ELASTIC_SHUTDOWN_TIMEOUT must be whole seconds in 0..{MAX_SECONDS:g}, "
+            f"got {text!r}"
+        )
+    return float(value)
 
 
 def run_agent(

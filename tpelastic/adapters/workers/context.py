@@ -9,6 +9,7 @@ first. Subclasses only know how to start one worker and how to reap it.
 from __future__ import annotations
 
 import abc
+import itertools
 import os
 import select
 import signal
@@ -19,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tpelastic.adapters.workers import subreaper
 from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
 from tpelastic.adapters.workers.logs import RankFiles
 from tpelastic.adapters.workers.tree import kill_trees  # the stop path imports nothing
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 # output only) are imported where they are used, not before the first worker starts (issue 5).
 
 _START_TIMEOUT = 120.0
+_GROUP_SERIAL = itertools.count()
 
 
 def wait_handles(handles: list[Any], timeout: float) -> set[Any]:
@@ -185,6 +188,9 @@ class PContext(abc.ABC):
         self._wake_r, self._wake_w = os.pipe()
         self._watcher = threading.Thread(target=self._watch, name=f"watch-{name}", daemon=True)
         self._watchdog: subprocess.Popen[bytes] | None = None
+        # Marks this group's processes, so those re-parented to the agent are found at close.
+        self._token = f"{os.getpid()}-{next(_GROUP_SERIAL)}-{os.urandom(4).hex()}"
+        self._children_before: set[int] = set()
 
     def __enter__(self) -> PContext:
         return self
@@ -199,6 +205,8 @@ class PContext(abc.ABC):
 
         If a worker fails to start, the ones already started are stopped and the error raised.
         """
+        subreaper.become_subreaper()  # before any worker can leave an orphan behind
+        self._children_before = subreaper.children()
         try:
             # One hand-off to the launcher thread for all of them: each hand-off is a thread
             # wake-up, several milliseconds between two workers' starts on a busy machine.
@@ -243,6 +251,7 @@ class PContext(abc.ABC):
         path = self.files[local_rank].error_file
         env["TPELASTIC_ERROR_FILE"] = path
         env["TORCHELASTIC_ERROR_FILE"] = path
+        env[subreaper.MARKER] = self._token
         return env
 
     # -- watching -------------------------------------------------------------------------------
@@ -384,7 +393,17 @@ class PContext(abc.ABC):
             self._closing = True
             live = [w.pid for w in self._workers.values() if w.exitcode is None]
             groups = [w.pid for w in self._workers.values()]
-        kill_trees(live, groups, death_sig or signal.SIGTERM, timeout)
+        # With the agent a child subreaper, a worker's daemonized descendants are the agent's
+        # children now (see subreaper): stopped with the workers, looked for again after.
+        adopted = self.adopted()
+        kill_trees([*live, *adopted], groups, death_sig or signal.SIGTERM, timeout)
+        for _ in range(3):
+            late = self.adopted()
+            if not late:
+                break
+            adopted += late
+            kill_trees(late, (), signal.SIGKILL, 0)
+        subreaper.reap(adopted)
         for worker in list(self._workers.values()):
             self._record_exit(worker, worker.reap(timeout=5.0))
         os.write(self._wake_w, b"x")
@@ -398,6 +417,11 @@ class PContext(abc.ABC):
         os.close(self._wake_r)
         os.close(self._wake_w)
         self._closed = True
+
+    def adopted(self) -> list[int]:
+        """The agent's children that are descendants of this group's workers re-parented to
+        it (see :mod:`subreaper`), alive or not yet reaped."""
+        return subreaper.adopted(self._token)
 
     def _stop_watchdog(self) -> None:
         if self._watchdog is None:

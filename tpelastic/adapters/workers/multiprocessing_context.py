@@ -11,36 +11,71 @@ import multiprocessing
 import os
 import pickle
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
-from tpelastic.adapters.workers.context import PContext, WorkerHandle
+from tpelastic.adapters.workers import subreaper
+from tpelastic.adapters.workers.context import PContext, WorkerHandle, wait_handles
 from tpelastic.adapters.workers.logs import RankFiles
 from tpelastic.adapters.workers.mp_worker import StreamSpec, run_worker
 from tpelastic.adapters.workers.tee import StreamPump, console_fd, line_prefix
 
 
 class _ProcessWorker(WorkerHandle):
+    """A multiprocessing worker, waited for through a pidfd where there is one.
+
+    The process sentinel is a pipe whose other end the worker holds, and so does every
+    process it forks: a daemon it leaves behind would keep the sentinel from ever firing. A
+    pidfd fires when the worker itself exits.
+    """
+
     def __init__(self, local_rank: int, process: Any) -> None:
         super().__init__(local_rank, int(process.pid))
         self.process = process
         self._released = False
+        try:
+            self._fd: int | None = os.pidfd_open(process.pid)
+        except (AttributeError, OSError):
+            self._fd = None
 
     def wait_handle(self) -> Any:
-        return self.process.sentinel
+        return self._fd if self._fd is not None else self.process.sentinel
 
     def reap(self, timeout: float) -> int | None:
         if self._released:
             return self.exitcode
-        self.process.join(timeout)
-        code = self.process.exitcode
+        deadline = time.monotonic() + timeout
+        if self._fd is not None:
+            wait_handles([self._fd], timeout)
+        code = self.process.exitcode  # waitpid (fork, spawn) or the forkserver's report
+        if code is None:
+            self.process.join(max(0.0, deadline - time.monotonic()))
+            code = self.process.exitcode
         return None if code is None else int(code)
 
     def release(self) -> None:
         if self._released or self.process.exitcode is None:
             return
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         self.process.close()
         self._released = True
+
+
+def _multiprocessing_helpers() -> set[int]:
+    """The pids of multiprocessing's forkserver and resource tracker, where they run."""
+    found = set()
+    for module, holder, attribute in (
+        ("multiprocessing.forkserver", "_forkserver", "_forkserver_pid"),
+        ("multiprocessing.resource_tracker", "_resource_tracker", "_pid"),
+    ):
+        loaded = sys.modules.get(module)
+        pid = getattr(getattr(loaded, holder, None), attribute, None)
+        if isinstance(pid, int):
+            found.add(pid)
+    return found
 
 
 class MultiprocessContext(PContext):
@@ -117,6 +152,17 @@ class MultiprocessContext(PContext):
         prefix = line_prefix(self.name, local_rank, int(rank) if rank.isdigit() else None)
         log = open(path, "ab")  # owned and closed by the pump
         self._pumps.append(StreamPump(read_fd, log, console_fd(console), prefix).start())
+
+    def adopted(self) -> list[int]:
+        # The workers set their environment after they start: the mark is not in
+        # /proc/<pid>/environ. Children born since the start that are not ours are adopted.
+        own = {w.pid for w in self._workers.values()} | self._children_before
+        if self._watchdog is not None:
+            own.add(self._watchdog.pid)
+        own |= _multiprocessing_helpers()
+        found = set(super().adopted())
+        found |= {pid for pid in subreaper.children() if pid not in own}
+        return sorted(found)
 
     def _return_value(self, local_rank: int) -> Any:
         if local_rank in self._values:

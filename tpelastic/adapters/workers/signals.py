@@ -72,6 +72,26 @@ class SignalPolicy:
     actions: Mapping[signal.Signals, SignalAction] = field(factory=_default_actions)
     forward_to_group: bool = False
 
+    @classmethod
+    def handling(cls, names: str) -> SignalPolicy:
+        """The policy for torchrun's ``--signals-to-handle``: the named signals (comma-separated,
+        ``SIGTERM,SIGINT``) stop the agent and its workers; SIGUSR1 and SIGUSR2 are forwarded
+        unless named; every other signal keeps its handler.
+
+        Raises:
+            ValueError: a name that is not a signal, or SIGKILL/SIGSTOP.
+        """
+        stop: dict[signal.Signals, SignalAction] = {}
+        for name in (n.strip() for n in names.split(",")):
+            sig = getattr(signal, name, None) if name.startswith("SIG") else None
+            if not isinstance(sig, signal.Signals) or sig in (signal.SIGKILL, signal.SIGSTOP):
+                raise ValueError(f"signals_to_handle: {name!r} is not a signal that can be handled")
+            stop[sig] = SignalAction.STOP
+        forward: dict[signal.Signals, SignalAction] = {
+            s: SignalAction.FORWARD for s in (signal.SIGUSR1, signal.SIGUSR2)
+        }
+        return cls(actions={**forward, **stop})
+
     def evolve_action(self, sig: signal.Signals, action: SignalAction) -> SignalPolicy:
         """A copy of this policy with ``sig`` mapped to ``action``."""
         return SignalPolicy(

@@ -1,0 +1,32 @@
+"""A worker that leaves a daemon behind: fork, setsid (unless "keep-session"), fork again; the
+grandchild writes its pid to $PID_DIR/daemon<LOCAL_RANK> and sleeps; the worker then exits 0
+(or with "stay", sleeps too)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def daemonize(pid_dir: str, name: str, new_session: bool = True) -> None:
+    """Leave a daemon whose pid is written (atomically) to ``pid_dir/name``."""
+    if os.fork() == 0:
+        if new_session:
+            os.setsid()
+        if os.fork() == 0:
+            tmp = os.path.join(pid_dir, f".{name}")
+            with open(tmp, "w") as out:
+                out.write(str(os.getpid()))
+            os.rename(tmp, os.path.join(pid_dir, name))
+            time.sleep(300)
+        os._exit(0)  # the middle process: its child is an orphan now
+    os.wait()
+
+
+if __name__ == "__main__":
+    daemonize(
+        os.environ["PID_DIR"], f"daemon{os.environ['LOCAL_RANK']}", "keep-session" not in sys.argv
+    )
+    if "stay" in sys.argv:
+        time.sleep(300)
