@@ -99,3 +99,16 @@ def test_view_names_the_rank_behind_and_the_stragglers() -> None:
     slow = stragglers([rank(0, 1, False), rank(1, 1, False, step_time=0.5), rank(2, 1, False)])
     assert [(s["rank"], s["ratio"]) for s in slow] == [(1, 5.0)]
     assert stragglers([rank(0, 1, False)]) == []
+
+
+def test_a_slow_rank_is_logged_as_a_straggler() -> None:
+    slow = str(Path(__file__).resolve().parent / "scripts" / "slow_rank.py")
+    cmd = [
+        sys.executable, "-m", "tpelastic", "run", "--standalone", "--nproc-per-node", "3",
+        "--stall-timeout", "60", slow,
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_env())
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "is a straggler" in line]
+    assert len(lines) == 1, done.stderr  # once per rank and attempt
+    assert "rank 2 is a straggler: its last step took" in lines[0]
