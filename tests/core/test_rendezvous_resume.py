@@ -168,3 +168,11 @@ def test_which_lost_joins_are_worth_retrying(
 ) -> None:
     lost = JoinState(phase=phase, deadline=10.0)
     assert worth_retrying(lost, retried=retried, next_try=next_try) is expected
+
+
+@pytest.mark.parametrize("phase", [JoinPhase.FOLLOWING, JoinPhase.WAITING, JoinPhase.PROBING])
+def test_a_loss_the_store_client_waited_out_is_never_retried(phase: JoinPhase) -> None:
+    # specs/store_outage.md O8: the outage's deadline has passed; the join deadline has not.
+    lost = JoinState(phase=phase, deadline=600.0)
+    assert worth_retrying(lost, retried=True, next_try=1.0)
+    assert not worth_retrying(lost, retried=True, next_try=1.0, waited_out=True)

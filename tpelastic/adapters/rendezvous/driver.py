@@ -169,7 +169,10 @@ def run_join(
                 return _drive(store, config, event, clock, context)
             except _StoreLost as lost:
                 next_try = clock() + reconnect_delay
-                if not worth_retrying(lost.state, retried=retried, next_try=next_try):
+                waited_out = lost.error.waited_out
+                if not worth_retrying(
+                    lost.state, retried=retried, next_try=next_try, waited_out=waited_out
+                ):
                     raise lost.error from None
                 log.warning("%s: %s; retrying in %gs", context, lost.error, reconnect_delay)
                 time.sleep(reconnect_delay)

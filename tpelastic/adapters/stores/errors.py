@@ -22,11 +22,15 @@ class StoreUnavailable(StoreError):
             reset after it had been connected: nothing serves the address any more) or
             ``"silent"`` (no answer in time: the server is there but does not answer). None
             otherwise (never connected, closed by us, a reply we could not read).
+        waited_out: the adapter already waited the loss out as long as its outage policy
+            allows (specs/store_outage.md): a caller retrying on its own would only delay
+            the failure.
     """
 
-    def __init__(self, message: str, *, loss: str | None = None) -> None:
+    def __init__(self, message: str, *, loss: str | None = None, waited_out: bool = False) -> None:
         super().__init__(message)
         self.loss = loss
+        self.waited_out = waited_out
 
 
 class StoreCorrupt(StoreError):

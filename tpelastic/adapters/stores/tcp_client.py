@@ -256,7 +256,7 @@ class TcpStoreClient:
                         tries=tries,
                     )
                 if isinstance(verdict, GiveUp):
-                    raise StoreUnavailable(verdict.reason, loss=loss) from None
+                    raise StoreUnavailable(verdict.reason, loss=loss, waited_out=True) from None
                 if verdict.announce:
                     log.warning("%s", verdict.line)
                 if not idempotent and loss == "silent":

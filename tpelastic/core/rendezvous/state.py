@@ -138,13 +138,19 @@ class JoinRequested:
 _NOT_ARRIVED = frozenset({JoinPhase.IDLE, JoinPhase.LOCATING, JoinPhase.PROBING})
 
 
-def worth_retrying(lost: JoinState, *, retried: bool, next_try: Instant) -> bool:
+def worth_retrying(
+    lost: JoinState, *, retried: bool, next_try: Instant, waited_out: bool = False
+) -> bool:
     """Is a join whose store went away worth retrying at ``next_try``?
 
     Yes while it holds a place worth taking up (it arrived in a round, or is already a retry
     of one) and its own deadline is not reached; a store unreachable from the first call is
-    reported at once (the caller's store client has already waited out the outage).
+    reported at once (the caller's store client has already waited out the outage). A loss
+    the store client ``waited_out`` as long as its outage policy allows is final
+    (specs/store_outage.md O8): retrying it up to the join deadline would only hide it.
     """
+    if waited_out:
+        return False
     if lost.phase is JoinPhase.IDLE or lost.phase in TERMINAL or next_try >= lost.deadline:
         return False
     return lost.phase not in _NOT_ARRIVED or retried
