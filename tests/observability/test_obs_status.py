@@ -149,3 +149,36 @@ def test_the_view_reads_without_writing_and_reports_unreadable_records() -> None
     view = read_view(store, "r")
     assert (view["round"], view["members"], view["ranks"]) == (None, [], [])
     assert CountingStore.writes == 0
+
+
+def test_the_table_shows_the_stuck_rank_and_the_stragglers() -> None:
+    from rich.console import Console
+
+    from tpelastic.adapters.status import stragglers, stuck_rank
+    from tpelastic.cli.status import render
+
+    entry = RECORD["ranks"][0]
+    ranks = [
+        {**entry, "rank": 0, "node": "a", "host": "ha", "node_rank": 0, "waiting": True,
+         "collectives": 5, "collective": "all_reduce", "age_s": 30.0},
+        {**entry, "rank": 1, "node": "b", "host": "hb", "node_rank": 1, "collectives": 4,
+         "step_time_s": 0.5},
+        {**entry, "rank": 2, "node": "b", "host": "hb", "node_rank": 1, "waiting": True,
+         "collectives": 5, "collective": "all_reduce", "age_s": 30.0},
+    ]  # fmt: skip
+    view = {
+        "v": 1, "run_id": "r", "closed": None, "round": 2, "attempt": 0, "restart_count": 1,
+        "max_restarts": 3, "members": [{"rank": 0, "node": "a", "addr": "10.0.0.1",
+        "status": {**RECORD, "v": 1}}, {"rank": 1, "node": "b", "addr": "", "status": None}],
+        "ranks": ranks, "slowest": ranks[1:2], "stuck": stuck_rank(ranks),
+        "stragglers": stragglers(ranks), "last_failure": {"node": "b", "reason": "exit 1"},
+        "problems": ["node c: not JSON"],
+    }  # fmt: skip
+    console = Console(record=True, width=160)
+    console.print(render(view))
+    text = console.export_text()
+    assert "round 2, attempt 0, 2 member(s), restarts used 1, left 2" in text
+    assert "stuck: rank 1 (node 1, hb) never reached all_reduce #5 that rank(s) 0, 2" in text
+    assert "stragglers (vs the median step time): rank 1 (5.0x)" in text
+    assert "in all_reduce (#5)" in text and "no record" in text
+    assert "last failure (b): exit 1" in text and "unreadable: node c: not JSON" in text
