@@ -117,7 +117,7 @@ def train(args, model, optimizer, dataset, state, path, rank, world, restart) ->
     loss_fn = tp.nn.MSELoss()
     last = float("nan")  # the last batch's loss (nan when resumed after the last step)
     for epoch in range(int(state["epoch"]), args.epochs):
-        sampler = ElasticDistributedSampler(dataset, seed=1234, start_index=start)
+        sampler = ElasticDistributedSampler(dataset, seed=1234, position=start)
         sampler.set_epoch(epoch)
         loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
         for batch_no, (inputs, targets) in enumerate(loader, start=1):

@@ -6,9 +6,9 @@ This module is the public import path for these names; they are defined under
 subclasses tensorplay's ``Sampler``).
 """
 
-from tpelastic.adapters.data import macros
 from tpelastic.adapters.data.cycling import CyclingIterator
 from tpelastic.adapters.data.env import MissingEnvironmentVariable, get_env_variable_or_raise
+from tpelastic.adapters.data.macros import Macros as macros
 from tpelastic.adapters.data.net import get_socket_with_port
 from tpelastic.adapters.data.sampler import ElasticDistributedSampler, epoch_order
 

@@ -6,6 +6,7 @@ docs/processes.md.
 """
 
 from tpelastic.adapters.workers.api import ChildFailedError, ProcessFailure
+from tpelastic.adapters.workers.error_handler import ErrorHandler, get_error_handler
 from tpelastic.adapters.workers.errorfile import (
     ERROR_FILE_ENV,
     SCHEMA_VERSION,
@@ -19,7 +20,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "TORCH_ERROR_FILE_ENV",
     "ChildFailedError",
+    "ErrorHandler",
     "ProcessFailure",
+    "get_error_handler",
     "read_error_file",
     "record",
 ]

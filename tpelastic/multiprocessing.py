@@ -6,6 +6,7 @@ This module is the public import path for these names; they are defined in
 """
 
 from tpelastic.adapters.workers import (
+    DefaultLogsSpecs,
     LogsSpecs,
     MultiprocessContext,
     PContext,
@@ -24,6 +25,7 @@ from tpelastic.adapters.workers import (
 )
 
 __all__ = [
+    "DefaultLogsSpecs",
     "LogsSpecs",
     "MultiprocessContext",
     "PContext",

@@ -9,6 +9,7 @@ default :class:`HandlerRegistry` that ``create_handler`` uses; build your own re
 """
 
 from tpelastic.adapters.rendezvous.backends import (
+    C10dRendezvousBackend,
     P10dRendezvousBackend,
     StoreRendezvousBackend,
     TpRendezvousBackend,
@@ -31,10 +32,12 @@ from tpelastic.adapters.rendezvous.parameters import (
     RendezvousParameters,
     RendezvousTimeout,
     parse_rdzv_conf,
+    parse_rendezvous_endpoint,
 )
 from tpelastic.adapters.rendezvous.registry import (
     ENTRY_POINT_GROUP,
     HandlerRegistry,
+    RendezvousHandlerRegistry,
     builtin_registry,
 )
 from tpelastic.adapters.rendezvous.settings import RendezvousSettings
@@ -47,8 +50,12 @@ handler_registry = builtin_registry()
 
 create_handler = handler_registry.create_handler
 
+rendezvous_handler_registry = handler_registry
+"""torch's name for the default registry."""
+
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "C10dRendezvousBackend",
     "DynamicRendezvousHandler",
     "DynamicRendezvousInfo",
     "HandlerRegistry",
@@ -60,6 +67,7 @@ __all__ = [
     "RendezvousError",
     "RendezvousGracefulExitError",
     "RendezvousHandler",
+    "RendezvousHandlerRegistry",
     "RendezvousInfo",
     "RendezvousJoinTimeoutError",
     "RendezvousParameters",
@@ -76,6 +84,8 @@ __all__ = [
     "create_dynamic_handler",
     "create_handler",
     "handler_registry",
+    "rendezvous_handler_registry",
     "parse_rdzv_conf",
+    "parse_rendezvous_endpoint",
     "run_join",
 ]

@@ -44,7 +44,6 @@ MODULES = (
     "tpelastic.adapters.agent.env",
     "tpelastic.adapters.launcher.config",
     "tpelastic.adapters.rendezvous.hosting",
-    "tpelastic.adapters.rendezvous.parameters",
     "tpelastic.adapters.rendezvous.info",
     "tpelastic.adapters.rendezvous.settings",
     "tpelastic.adapters.rendezvous.dynamic",

@@ -20,7 +20,7 @@ def test_callable_workers_get_timers_and_progress_with_no_setup(tmp_path: Path) 
         rdzv_endpoint="127.0.0.1:0",
         standalone=True,
         local_addr="127.0.0.1",
-        events=f"jsonl:{events}",
+        event_log_handler=f"jsonl:{events}",
         timers=True,
         stall_timeout=30.0,
         health_port=free_port(),

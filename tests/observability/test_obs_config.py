@@ -139,8 +139,8 @@ def test_bad_flags_are_one_line_usage_errors(argv: tuple[str, ...], message: str
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"events": "jsonl:"}, "events must be null, console, logging or jsonl:<path>"),
-        ({"events": "syslog"}, "events must be null, console, logging or jsonl:<path>"),
+        ({"event_log_handler": "jsonl:"}, "event_log_handler must be null, console, logging or"),
+        ({"event_log_handler": "syslog"}, "event_log_handler must be null, console, logging or"),
         ({"metrics_cfg": {"tpelastic": "prometheus"}}, "metrics for group 'tpelastic' must go"),
         ({"stall_timeout": -1}, "stall_timeout must be a positive number of seconds"),
         ({"health_port": 0}, "health_port must be a port number in 1..65535"),

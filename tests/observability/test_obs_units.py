@@ -106,7 +106,11 @@ def test_a_step_that_changes_and_orders_nothing_is_not_recorded(tmp_path) -> Non
 
     path = tmp_path / "events.jsonl"
     spec = WorkerSpec(
-        local_world_size=1, rdzv_handler=None, entrypoint="true", events=f"jsonl:{path}"
+        "default",
+        local_world_size=1,
+        rdzv_handler=None,
+        entrypoint="true",
+        event_log_handler=f"jsonl:{path}",
     )
     config = ag.AgentConfig(max_restarts=0, min_nodes=1, max_nodes=1)
     full = evolve(

@@ -333,7 +333,7 @@ def config_from_args(ns: Namespace) -> Any:
             master_addr=bootstrap_addr or ("127.0.0.1" if bootstrap_port else None),
             master_port=bootstrap_port,
             exit_barrier_timeout=_float("exit-barrier-timeout", ns.exit_barrier_timeout),
-            events=_events(ns),
+            event_log_handler=_events(ns),
             standalone=standalone,
             metrics_cfg={"tpelastic": ns.metrics} if ns.metrics else {},
             metrics_host=metrics_host,

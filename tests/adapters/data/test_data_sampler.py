@@ -32,7 +32,7 @@ def run_epoch(length, seed, epoch, shuffle, drop_last, plan, final_world):
                 shuffle=shuffle,
                 seed=seed,
                 drop_last=drop_last,
-                start_index=start,
+                position=start,
             )
             for rank in range(world)
         ]
@@ -46,7 +46,7 @@ def run_epoch(length, seed, epoch, shuffle, drop_last, plan, final_world):
 
 
 @given(
-    length=st.integers(0, 150),
+    length=st.integers(1, 150),
     seed=st.integers(0, 2**32 - 1),
     epoch=st.integers(0, 1000),
     shuffle=st.booleans(),
@@ -66,7 +66,7 @@ def test_padded_epoch_is_every_sample_once_plus_less_than_one_round_of_padding(
 
 
 @given(
-    length=st.integers(0, 150),
+    length=st.integers(1, 150),
     seed=st.integers(0, 1000),
     shuffle=st.booleans(),
     plan=segments,
@@ -83,7 +83,7 @@ def test_drop_last_never_repeats_and_drops_only_the_tail_of_the_order(
 
 
 @given(
-    length=st.integers(0, 100),
+    length=st.integers(1, 100),
     seed=st.integers(0, 1000),
     epoch=st.integers(0, 50),
     world=st.integers(1, 9),
@@ -95,12 +95,10 @@ def test_order_depends_only_on_seed_epoch_and_length(length, seed, epoch, world,
     assert sorted(order) == list(range(length))
     shards = []
     for rank in range(world):
-        sampler = ElasticDistributedSampler(
-            range(length), world, rank, seed=seed, start_index=start
-        )
+        sampler = ElasticDistributedSampler(range(length), world, rank, seed=seed, position=start)
         sampler.set_epoch(epoch)
         shards.append(list(sampler))
-    # Interleaving the shards back gives the epoch order from start_index on (then padding).
+    # Interleaving the shards back gives the epoch order from position on (then padding).
     dealt = [shards[i % world][i // world] for i in range(sum(map(len, shards)))]
     assert dealt[: length - start] == order[start:]
 
@@ -120,12 +118,11 @@ def test_worked_example_from_docs():
     start = ElasticDistributedSampler(data, 3, 0, shuffle=False).position_after(2)
     assert start == 6
     second = [
-        list(ElasticDistributedSampler(data, 2, r, shuffle=False, start_index=start))
-        for r in range(2)
+        list(ElasticDistributedSampler(data, 2, r, shuffle=False, position=start)) for r in range(2)
     ]
     assert second == [[6, 8], [7, 9]]
     padded = [
-        list(ElasticDistributedSampler(data, 4, r, shuffle=False, start_index=start + 1))
+        list(ElasticDistributedSampler(data, 4, r, shuffle=False, position=start + 1))
         for r in range(4)
     ]
     assert padded == [[7], [8], [9], [7]]
@@ -161,7 +158,8 @@ def test_without_a_world_the_error_says_what_to_do(monkeypatch):
     [
         ({"num_replicas": 0, "rank": 0}, "num_replicas must be >= 1"),
         ({"num_replicas": 2, "rank": 2}, r"rank must be in \[0, 2\)"),
-        ({"num_replicas": 2, "rank": 0, "start_index": 11}, r"start_index must be in \[0, 10\]"),
+        ({"num_replicas": 2, "rank": 0, "start_index": 10}, r"start_index must be in \[0, 10\)"),
+        ({"num_replicas": 2, "rank": 0, "position": 11}, r"position must be in \[0, 10\]"),
         ({"num_replicas": 2, "rank": 0, "seed": -1}, "seed must be >= 0"),
     ],
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from tpelastic.rendezvous import RendezvousParameters, RendezvousTimeout, parse_rdzv_conf
@@ -84,7 +86,8 @@ def test_fields_and_get() -> None:
     ("value", "expected"),
     [
         ("1", True), ("0", False), ("true", True), ("FALSE", False), ("Yes", True),
-        ("no", False), (" yes ", True), (True, True), (False, False), (1, True), (0, False),
+        ("no", False), ("t", True), ("F", False), ("y", True), ("N", False), (True, True),
+        (False, False), (1, True), (0, False),
     ],
 )  # fmt: skip
 def test_get_as_bool(value: object, expected: bool) -> None:
@@ -96,6 +99,10 @@ def test_get_as_bool_default_and_bad_value() -> None:
     assert params().get_as_bool("flag", True) is True
     with pytest.raises(ValueError, match=r"rendezvous config flag='maybe' is not a boolean"):
         params(flag="maybe").get_as_bool("flag")
+    with pytest.raises(ValueError, match=r"flag=' yes ' is not a boolean"):
+        params(flag=" yes ").get_as_bool("flag")  # torch does not strip either
+    with pytest.raises(ValueError, match="flag=2 is not a boolean"):
+        params(flag=2).get_as_bool("flag")
     with pytest.raises(ValueError, match="is_host='2' is not a boolean"):
         params(is_host="2")  # known keys are checked at construction
 
@@ -116,9 +123,13 @@ def test_get_as_int_and_float() -> None:
 
 def test_timeout_defaults() -> None:
     timeout = params().timeout
+    assert timeout == RendezvousTimeout()
     assert timeout == RendezvousTimeout(join=600, last_call=30, close=30, heartbeat=5)
+    assert (timeout.join, timeout.last_call, timeout.close, timeout.heartbeat) == tuple(
+        timedelta(seconds=s) for s in (600, 30, 30, 5)
+    )
     assert timeout.keep_alive_max_attempt == 3
-    assert timeout.keep_alive_expiry == 15
+    assert timeout.keep_alive_expiry == timedelta(seconds=15)
     assert params().read_timeout == 60
     assert params().is_host is None
     assert params().store_type == "tcp"
@@ -136,14 +147,16 @@ def test_timeout_from_config_keys() -> None:
         store_type=" FILE ",
     )
     timeout = p.timeout
-    assert (timeout.join, timeout.last_call, timeout.close, timeout.heartbeat) == (120, 5, 0.5, 2)
-    assert timeout.keep_alive_expiry == 8
+    assert (timeout.join, timeout.last_call, timeout.close, timeout.heartbeat) == tuple(
+        timedelta(seconds=s) for s in (120, 5, 0.5, 2)
+    )
+    assert timeout.keep_alive_expiry == timedelta(seconds=8)
     assert (p.read_timeout, p.is_host, p.store_type) == (9, True, "file")
 
 
 def test_heartbeat_alias() -> None:
-    assert params(heartbeat="3").timeout.heartbeat == 3
-    assert params(heartbeat="3", keep_alive_interval="3").timeout.heartbeat == 3
+    assert params(heartbeat="3").timeout.heartbeat == timedelta(seconds=3)
+    assert params(heartbeat="3", keep_alive_interval="3").timeout.heartbeat == timedelta(seconds=3)
     with pytest.raises(ValueError, match="heartbeat and keep_alive_interval are one setting"):
         params(heartbeat="3", keep_alive_interval="4")
 
@@ -181,7 +194,7 @@ def test_parse_rdzv_conf() -> None:
     }
     assert parse_rdzv_conf("path=a=b") == {"path": "a=b"}
     conf = parse_rdzv_conf("join_timeout=5,keep_alive_interval=1")
-    assert params(**conf).timeout.join == 5
+    assert params(**conf).timeout.join == timedelta(seconds=5)
 
 
 @pytest.mark.parametrize(
@@ -195,3 +208,16 @@ def test_parse_rdzv_conf() -> None:
 def test_parse_rdzv_conf_errors(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_rdzv_conf(text)
+
+
+def test_rendezvous_timeout_takes_timedeltas_positionally_as_torch() -> None:
+    timeout = RendezvousTimeout(timedelta(seconds=7), None, timedelta(minutes=1))
+    assert (timeout.join, timeout.last_call, timeout.close) == (
+        timedelta(seconds=7),
+        timedelta(seconds=30),
+        timedelta(seconds=60),
+    )
+    with pytest.raises(ValueError, match="The join timeout"):
+        RendezvousTimeout(timedelta(0))
+    with pytest.raises(TypeError, match="heartbeat timeout must be a timedelta"):
+        RendezvousTimeout(heartbeat="5")  # type: ignore[arg-type]

@@ -66,7 +66,7 @@ def test_duplicate_names_are_refused_atomically() -> None:
     registry = HandlerRegistry(entry_point_group=None)
     registry.register("a", _Handler)
     with pytest.raises(ValueError, match="rendezvous backend 'a' is already registered"):
-        registry.register("b", _Handler, aliases=("a",))
+        registry.register("b", lambda params: _Handler(params), aliases=("a",))
     assert "b" not in registry
     with pytest.raises(ValueError, match="must be a non-empty string"):
         registry.register("", _Handler)

@@ -83,7 +83,7 @@ def test_prof_without_parentheses_uses_the_default_group(fresh_router):
 
 def test_console_handler_line_format():
     stream = io.StringIO()
-    ConsoleMetricHandler(stream).emit(MetricData(timestamp=1.0, group="g", name="n", value=2.5))
+    ConsoleMetricHandler(stream).emit(MetricData(1.0, "g", "n", 2.5))
     assert stream.getvalue() == "[g][1.000]: n=2.5\n"
 
 

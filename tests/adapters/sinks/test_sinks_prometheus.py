@@ -24,7 +24,7 @@ def scrape(url: str) -> str:
 
 
 def put(handler, name, value, group="tpelastic"):
-    handler.emit(MetricData(timestamp=0.0, group=group, name=name, value=value))
+    handler.emit(MetricData(0.0, group, name, value))
 
 
 def samples(text):

@@ -86,7 +86,7 @@ def test_a_signal_from_outside_is_reported_by_name(tmp_path):
         result = ctx.wait(timeout=10, period=0.05)
     finally:
         ctx.close()
-    assert result is not None and result.failures[0].signal_name == "SIGKILL"
+    assert result is not None and result.failures[0].signal_name() == "SIGKILL"
 
 
 def test_sys_exit_zero_counts_as_success_with_no_value(tmp_path):

@@ -194,7 +194,7 @@ def test_no_process_is_left_after_close_even_if_a_worker_died_first(pid_dir, tmp
     )
     worker, grandchild = read_pids(pid_dir, "0")
     os.kill(worker, signal.SIGKILL)  # the grandchild is orphaned but still in the group
-    assert ctx.wait(timeout=10, period=0.05).failures[0].signal_name == "SIGKILL"
+    assert ctx.wait(timeout=10, period=0.05).failures[0].signal_name() == "SIGKILL"
     assert alive([grandchild]) == [grandchild]
     ctx.close(timeout=2)
     assert alive([grandchild]) == []

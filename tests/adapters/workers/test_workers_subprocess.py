@@ -86,7 +86,7 @@ def test_each_failure_kind_is_reported_with_rank_code_and_root_cause(tmp_path, p
     failures = result.failures
     assert set(failures) == {1, 2, 3} and result.return_values == {0: None}
     assert failures[1].exitcode == 3 and failures[1].error_file_data is None
-    assert failures[3].exitcode == -signal.SIGKILL and failures[3].signal_name == "SIGKILL"
+    assert failures[3].exitcode == -signal.SIGKILL and failures[3].signal_name() == "SIGKILL"
     assert failures[3].pid == victim
     data = failures[2].error_file_data
     assert data and data["schema_version"] == 1 and data["exception_type"] == "ValueError"

@@ -78,7 +78,7 @@ def test_summary_carries_the_traceback_of_the_root_cause():
 def test_failure_message_without_error_file_names_exit_or_signal():
     assert "exited with code 7" in _failure(0, 0, code=7).message
     assert "SIGTERM" in _failure(0, 0, code=-15).message
-    assert _failure(0, 0, code=-15).signal_name == "SIGTERM"
+    assert _failure(0, 0, code=-15).signal_name() == "SIGTERM"
 
 
 def test_child_failed_error_needs_a_failure():

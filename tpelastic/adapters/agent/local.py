@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from attrs import evolve
 
 from tpelastic.adapters.agent.loop import SimpleElasticAgent
 from tpelastic.adapters.agent.spec import WorkerSpec
 from tpelastic.adapters.workers.api import RunProcsResult
 from tpelastic.adapters.workers.context import PContext
 from tpelastic.adapters.workers.start import start_processes
+
+if TYPE_CHECKING:
+    from tpelastic.adapters.workers.logs import LogsSpecs
 
 
 class LocalElasticAgent(SimpleElasticAgent):
@@ -19,10 +24,39 @@ class LocalElasticAgent(SimpleElasticAgent):
     Commands (``spec.entrypoint`` a string) run as subprocesses with ``spec.args``; callables run
     through multiprocessing with ``spec.start_method`` and ``spec.args`` as their arguments.
     Workers never outlive the agent (see docs/processes.md).
+
+    The arguments after ``spec`` are torch's; each one given overrides the spec's setting
+    (None keeps it): ``logs_specs`` its ``log_dir``/``redirects``/``tee``, ``start_method``,
+    ``exit_barrier_timeout``, and ``shutdown_timeout`` its ``close_timeout``.
+    ``log_line_prefix_template`` is kept for the teed lines' prefix; ``health_check_server`` and
+    ``uninterruptible_state_timeout`` are accepted and unused (the health endpoint is
+    ``spec.health_port``).
     """
 
-    def __init__(self, spec: WorkerSpec) -> None:
-        super().__init__(spec)
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        logs_specs: LogsSpecs | None = None,
+        start_method: str | None = None,
+        exit_barrier_timeout: float | None = None,
+        log_line_prefix_template: str | None = None,
+        shutdown_timeout: float | None = None,
+        health_check_server: object | None = None,
+        uninterruptible_state_timeout: float | None = None,
+    ) -> None:
+        changes: dict[str, Any] = {}
+        if logs_specs is not None:
+            changes.update(
+                log_dir=logs_specs.log_dir, redirects=logs_specs.redirects, tee=logs_specs.tee
+            )
+        if start_method is not None:
+            changes["start_method"] = start_method
+        super().__init__(
+            evolve(spec, **changes) if changes else spec,
+            exit_barrier_timeout=exit_barrier_timeout,
+            shutdown_timeout=shutdown_timeout,
+        )
+        self.log_line_prefix_template = log_line_prefix_template
         self._ctx: PContext | None = None
 
     def _start_workers(self, envs: dict[int, dict[str, str]], attempt: str) -> None:

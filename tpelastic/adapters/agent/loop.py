@@ -28,6 +28,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from attrs import evolve
+
 from tpelastic.adapters.agent import publish
 from tpelastic.adapters.agent.effect_handlers import EffectHandlers, node_state
 from tpelastic.adapters.agent.in_place import InPlaceRestarts, attempt_name
@@ -86,9 +88,25 @@ class ElasticAgent(abc.ABC):
 
 
 class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
-    """The run loop over a rendezvous handler; subclasses start, wait for and stop workers."""
+    """The run loop over a rendezvous handler; subclasses start, wait for and stop workers.
 
-    def __init__(self, spec: WorkerSpec) -> None:
+    ``exit_barrier_timeout`` and ``shutdown_timeout`` (torch's arguments) override the spec's
+    ``exit_barrier_timeout`` and ``close_timeout`` when given.
+    """
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        exit_barrier_timeout: float | None = None,
+        shutdown_timeout: float | None = None,
+    ) -> None:
+        changes: dict[str, float] = {}
+        if exit_barrier_timeout is not None:
+            changes["exit_barrier_timeout"] = exit_barrier_timeout
+        if shutdown_timeout is not None:
+            changes["close_timeout"] = shutdown_timeout
+        if changes:
+            spec = evolve(spec, **changes)  # type: ignore[arg-type]
         self._spec = spec
         self._membership = Membership(
             spec.rdzv_handler,
@@ -329,7 +347,7 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         timed_out = {
             lr: why
             for lr, pf in result.failures.items()
-            if (why := self._obs.timer_reason(pf.pid, pf.signal_name))
+            if (why := self._obs.timer_reason(pf.pid, pf.signal_name()))
         }
         failures = report.to_worker_failures(
             result.failures, group_rank=rank, local_world_size=size, now=now, reasons=timed_out

@@ -35,7 +35,7 @@ def to_worker_failures(
             local_rank=local_rank,
             global_rank=group_rank * local_world_size + local_rank,
             exitcode=failure.exitcode,
-            signal=failure.signal_name,
+            signal=failure.signal_name(),
             at=now - max(0.0, wall_now - failure.timestamp),
             reason=reasons.get(local_rank) or failure.message,
         )

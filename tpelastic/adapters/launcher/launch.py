@@ -150,7 +150,7 @@ def _check_store(params: RendezvousParameters) -> None:
     else:
         hosts = False
     if not hosts:
-        require_reachable("rendezvous store", host, port, params.timeout.join)
+        require_reachable("rendezvous store", host, port, params.timeout.join.total_seconds())
 
 
 def _bindable(host: str, port: int) -> bool:
@@ -169,6 +169,7 @@ def worker_spec(
     config: LaunchConfig, entrypoint: str | Callable[..., Any], args: Sequence[Any]
 ) -> WorkerSpec:
     """The agent's WorkerSpec for ``config`` (builds the rendezvous handler)."""
+    logs = config.logs_specs if config.logs_specs is not None else config
     return WorkerSpec(
         role=config.role,
         local_world_size=config.nproc_per_node,
@@ -183,11 +184,11 @@ def worker_spec(
         master_port=config.master_port,
         local_addr=config.local_addr,
         start_method=config.start_method,
-        redirects=config.redirects,
-        tee=config.tee,
-        log_dir=config.log_dir,
+        redirects=logs.redirects,
+        tee=logs.tee,
+        log_dir=logs.log_dir,
         exit_barrier_timeout=config.exit_barrier_timeout,
-        events=config.events,
+        event_log_handler=config.event_log_handler,
         timers=config.timers,
         stall_timeout=config.stall_timeout,
         stall_first_step_timeout=config.stall_first_step_timeout,
@@ -247,6 +248,13 @@ def run_agent(
         ConfigError: bad configuration (before anything starts).
         WorkerStartError: the entrypoint cannot be started.
     """
+    if not config.run_id:
+        # As torch: a config without a run id gets a random one (fine for one node; nodes of a
+        # multi-node job must share an id, so they pass one).
+        import uuid
+
+        config = evolve(config, run_id=uuid.uuid4().hex[:12])
+        log.warning("config has no run_id, generated a random run_id: %s", config.run_id)
     if config.metrics_cfg:
         from tpelastic.adapters.sinks.metrics import MetricsConfig, initialize_metrics
 
@@ -300,11 +308,15 @@ def _with_prometheus(config: LaunchConfig, shared: bool, run: Callable[[], RunRe
 
 
 def launch_agent(
-    config: LaunchConfig, entrypoint: str | Callable[..., Any] | None, args: Sequence[Any]
+    config: LaunchConfig,
+    entrypoint: str | Callable[..., Any] | None,
+    args: Sequence[Any],
+    health_check_server: object | None = None,
 ) -> dict[int, Any]:
     """Run this node's agent; return its workers' return values by global rank.
 
     ``entrypoint`` None runs ``sys.executable`` with ``args`` (a script and its arguments).
+    ``health_check_server`` is accepted for torch's signature; ours is ``config.health_port``.
 
     Raises:
         ChildFailedError: workers failed and the restart budget is spent (the summary names
@@ -327,12 +339,18 @@ class elastic_launch:
     Returns per global rank the callable's return value (None for commands).
     """
 
-    def __init__(self, config: LaunchConfig, entrypoint: str | Callable[..., Any] | None) -> None:
+    def __init__(
+        self,
+        config: LaunchConfig,
+        entrypoint: str | Callable[..., Any] | None,
+        health_check_server: object | None = None,
+    ) -> None:
         self._config = config
         self._entrypoint = entrypoint
+        self._health_check_server = health_check_server
 
     def __call__(self, *args: Any) -> dict[int, Any]:
-        return launch_agent(self._config, self._entrypoint, args)
+        return launch_agent(self._config, self._entrypoint, args, self._health_check_server)
 
 
 __all__ = [

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from tpelastic.adapters.ports import KeyValueStore, WaitAnyStore
 from tpelastic.adapters.stores.errors import StoreUnavailable
@@ -186,7 +186,27 @@ class P10dRendezvousBackend(TpRendezvousBackend):
         raise AssertionError("unreachable")  # pragma: no cover
 
 
+class C10dRendezvousBackend(P10dRendezvousBackend):
+    """torch's ``C10dRendezvousBackend(store, run_id)``: rendezvous state in a tensorplay store
+    (``TCPStore``, ``FileStore``; wrapped here) or any of our stores.
+
+    The state is per-key records under the run's own keys, never one pickled blob, so there is
+    no ``get_state``/``set_state``; ``run_id`` names the run the handler must be for.
+    """
+
+    name = "c10d"
+
+    def __init__(self, store: Any, run_id: str) -> None:
+        if not isinstance(store, StoreRendezvousBackend) and not hasattr(store, "compare_and_set"):
+            from tpelastic.adapters.stores.tensorplay_store import TensorplayStore
+
+            store = TensorplayStore(store)
+        super().__init__(store)
+        self.run_id = run_id
+
+
 __all__ = [
+    "C10dRendezvousBackend",
     "LeasedStore",
     "P10dRendezvousBackend",
     "StoreRendezvousBackend",

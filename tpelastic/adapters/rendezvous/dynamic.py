@@ -34,6 +34,7 @@ from attrs import evolve, field, frozen
 
 from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.rendezvous.backends import (
+    C10dRendezvousBackend,
     StoreRendezvousBackend,
     supports_leases,
     supports_wait_any,
@@ -48,7 +49,7 @@ from tpelastic.adapters.rendezvous.errors import (
 )
 from tpelastic.adapters.rendezvous.handler import RendezvousHandler
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
-from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
+from tpelastic.adapters.rendezvous.parameters import RendezvousParameters, RendezvousTimeout
 from tpelastic.adapters.rendezvous.settings import RendezvousSettings
 from tpelastic.adapters.stores.prefixed import PrefixedStore
 from tpelastic.core.membership import keep_alive_lapsed
@@ -191,6 +192,41 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
             local_addr=params.local_addr,
             store_host=store_host,
         )
+
+    @classmethod
+    def from_backend(
+        cls,
+        run_id: str,
+        store: object,
+        backend: KeyValueStore | None,
+        min_nodes: int,
+        max_nodes: int,
+        local_addr: str | None = None,
+        timeout: RendezvousTimeout | None = None,
+        keep_alive_interval: float = 5,
+        keep_alive_max_attempt: int = 3,
+    ) -> DynamicRendezvousHandler:
+        """torch's constructor: a handler over ``backend`` (e.g. a ``C10dRendezvousBackend``).
+
+        The rendezvous state and the workers' bootstrap both live in ``backend``'s store;
+        ``store`` is used (wrapped as a ``C10dRendezvousBackend``) only when ``backend`` is None.
+
+        Raises:
+            ValueError: bad bounds or timeouts, or a bad run id.
+        """
+        if backend is None:
+            backend = C10dRendezvousBackend(store, run_id)
+        timeout = timeout or RendezvousTimeout()
+        config = RendezvousConfig(
+            min_nodes=min_nodes,
+            max_nodes=max_nodes,
+            join_timeout=timeout.join.total_seconds(),
+            last_call_timeout=timeout.last_call.total_seconds(),
+            heartbeat_interval=float(keep_alive_interval),
+            heartbeat_timeout=float(keep_alive_interval) * keep_alive_max_attempt,
+        )
+        name = str(getattr(backend, "name", "c10d"))
+        return cls(run_id, backend, config, backend_name=name, local_addr=local_addr)
 
     # --- the reference interface ----------------------------------------------------------------
 

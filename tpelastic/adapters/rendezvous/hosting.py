@@ -139,7 +139,8 @@ def _open(params: RendezvousParameters, secret: bytes | None) -> OpenedStore:
 def outage_policy(params: RendezvousParameters) -> OutagePolicy:
     """How long the run's store client waits out a lost server (see specs/store_outage.md)."""
     return OutagePolicy(
-        keep_alive_expiry=params.timeout.keep_alive_expiry, read_timeout=params.read_timeout
+        keep_alive_expiry=params.timeout.keep_alive_expiry.total_seconds(),
+        read_timeout=params.read_timeout,
     )
 
 

@@ -43,6 +43,9 @@ class RendezvousStoreInfo:
     __eq__ = value_eq
     __hash__ = value_hash
 
+    MASTER_ADDR_KEY = "MASTER_ADDR"
+    MASTER_PORT_KEY = "MASTER_PORT"
+
     master_addr: str = field(validator=_non_empty)
     master_port: int = field(validator=_port_in_range)
 
@@ -59,14 +62,16 @@ class RendezvousStoreInfo:
         local_addr: str | None = None,
         server_port: int | None = None,
         *,
-        key: str,
+        key: str = MASTER_ADDR_KEY,
         timeout: float = 60.0,
     ) -> RendezvousStoreInfo:
         """Agree on the bootstrap endpoint: rank 0 decides and publishes, the others read.
 
         Rank 0 uses ``local_addr`` (else this host's name) and ``server_port`` (else a port free
-        right now) and writes them under ``key``; pass a key inside the round's namespace so no
-        later round reads this one's answer. Other ranks wait up to ``timeout`` seconds for it.
+        right now) and writes them as one record under ``key`` (default ``MASTER_ADDR``, in a
+        store the caller scopes to the round, as torch does); pass a key inside the round's
+        namespace so no later round reads this one's answer. Other ranks wait up to ``timeout``
+        seconds for it.
 
         Raises:
             RendezvousTimeoutError: rank 0 published nothing within ``timeout``.

@@ -23,55 +23,145 @@ secret_file                 (none)   a file holding the run secret (else the env
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
+from datetime import timedelta
 from typing import Any
-
-from attrs import field, frozen
-
-from tpelastic.core.values import value_eq, value_hash, value_repr
 
 DEFAULT_PORT = 29400
 # The longest wait any setting may ask for: a week (in milliseconds, still below 2**31, what
 # poll and the store protocol take). Beyond it timers and selectors overflow.
 MAX_SECONDS = 7 * 24 * 3600.0
 STORE_TYPES = ("tcp", "file", "tensorplay")
-_TRUE = ("1", "true", "yes")
-_FALSE = ("0", "false", "no")
+_TRUE = ("1", "true", "t", "yes", "y")
+_FALSE = ("0", "false", "f", "no", "n")
 
 
-def _positive(_instance: object, attribute: Any, value: float) -> None:
-    if not (value > 0 and math.isfinite(value)):
-        raise ValueError(
-            f"timeout {attribute.name} must be a positive number of seconds, got {value!r}"
+def _duration(name: str, value: timedelta | float | None, default: float) -> timedelta:
+    if value is None:
+        return timedelta(seconds=default)
+    if isinstance(value, bool) or not isinstance(value, (timedelta, int, float)):
+        raise TypeError(f"the {name} timeout must be a timedelta, got {value!r}")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"The {name} timeout ({value}) must be positive.")
+    return value if isinstance(value, timedelta) else timedelta(seconds=seconds)
+
+
+class RendezvousTimeout:
+    """The rendezvous time budgets, as torch's: ``timedelta`` values, None for the default.
+
+    ``join`` 600 s, ``last_call`` 30 s, ``close`` 30 s, ``heartbeat`` 5 s (the interval between
+    keep-alives). A number is taken as seconds. ``keep_alive_max_attempt`` (ours) is how many
+    heartbeats a node may miss: it is dead after ``keep_alive_expiry`` = heartbeat * attempts.
+
+    Raises:
+        ValueError: a timeout that is not positive, or fewer than 1 attempt.
+        TypeError: a timeout that is neither a timedelta nor a number.
+    """
+
+    __slots__ = ("_join", "_last_call", "_close", "_heartbeat", "_keep_alive_max_attempt")
+
+    def __init__(
+        self,
+        join: timedelta | float | None = None,
+        last_call: timedelta | float | None = None,
+        close: timedelta | float | None = None,
+        heartbeat: timedelta | float | None = None,
+        *,
+        keep_alive_max_attempt: int = 3,
+    ) -> None:
+        self._join = _duration("join", join, 600.0)
+        self._last_call = _duration("last_call", last_call, 30.0)
+        self._close = _duration("close", close, 30.0)
+        self._heartbeat = _duration("heartbeat", heartbeat, 5.0)
+        if isinstance(keep_alive_max_attempt, bool) or keep_alive_max_attempt < 1:
+            raise ValueError(f"keep_alive_max_attempt must be >= 1, got {keep_alive_max_attempt!r}")
+        self._keep_alive_max_attempt = keep_alive_max_attempt
+
+    @property
+    def join(self) -> timedelta:
+        """How long a node may wait for a round to complete."""
+        return self._join
+
+    @property
+    def last_call(self) -> timedelta:
+        """Once min nodes have joined, how long the round stays open for more."""
+        return self._last_call
+
+    @property
+    def close(self) -> timedelta:
+        """How long to wait for the rendezvous to close."""
+        return self._close
+
+    @property
+    def heartbeat(self) -> timedelta:
+        """The interval between a node's keep-alives."""
+        return self._heartbeat
+
+    @property
+    def keep_alive_max_attempt(self) -> int:
+        return self._keep_alive_max_attempt
+
+    @property
+    def keep_alive_expiry(self) -> timedelta:
+        """A node without a keep-alive for this long is dead."""
+        return self._heartbeat * self._keep_alive_max_attempt
+
+    def _key(self) -> tuple[timedelta, timedelta, timedelta, timedelta, int]:
+        attempts = self._keep_alive_max_attempt
+        return (self._join, self._last_call, self._close, self._heartbeat, attempts)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RendezvousTimeout):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return (
+            f"RendezvousTimeout(join={self._join!r}, last_call={self._last_call!r}, "
+            f"close={self._close!r}, heartbeat={self._heartbeat!r}, "
+            f"keep_alive_max_attempt={self._keep_alive_max_attempt})"
         )
 
 
-@frozen(kw_only=True)
-class RendezvousTimeout:
-    """The rendezvous time budgets, in seconds.
+_HOST = re.compile(r"^[\w\.:-]+$")
 
-    ``heartbeat`` is the interval between keep-alives; a node is considered dead after
-    ``keep_alive_expiry`` (= heartbeat * keep_alive_max_attempt) without one.
+
+def parse_rendezvous_endpoint(endpoint: str | None, default_port: int) -> tuple[str, int]:
+    """Split ``"host[:port]"`` into host and port, as torch's function of the same name.
+
+    An empty endpoint is ``("localhost", default_port)``; ``"[::1]:29400"`` is ``("::1", 29400)``.
+    One difference (docs/differences.md): a bare IPv6 address (``"::1"``, more than one ``:`` and
+    no brackets) is a host without a port, where torch would take its last group as the port.
+
+    Raises:
+        ValueError: a port that is not 1-5 digits below 65536, or a host that is not a
+            dot-separated name or an IP address; the message quotes the endpoint.
     """
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    join: float = field(default=600.0, validator=_positive)
-    last_call: float = field(default=30.0, validator=_positive)
-    close: float = field(default=30.0, validator=_positive)
-    heartbeat: float = field(default=5.0, validator=_positive)
-    keep_alive_max_attempt: int = field(default=3)
-
-    @keep_alive_max_attempt.validator
-    def _check_attempts(self, _attribute: object, value: int) -> None:
-        if value < 1:
-            raise ValueError(f"keep_alive_max_attempt must be >= 1, got {value!r}")
-
-    @property
-    def keep_alive_expiry(self) -> float:
-        return self.heartbeat * self.keep_alive_max_attempt
+    text = endpoint.strip() if endpoint is not None else ""
+    if not text:
+        return "localhost", default_port
+    host, port = parse_endpoint(text, default_port)
+    if host == text and text.count(":") > 1:
+        try:
+            ipaddress.IPv6Address(text)
+        except ValueError:
+            raise ValueError(
+                f"rendezvous endpoint {endpoint!r} is neither host:port nor an IPv6 address "
+                "(write an IPv6 address with a port as [addr]:port)"
+            ) from None
+    if not _HOST.match(host):
+        raise ValueError(
+            f"rendezvous endpoint {endpoint!r}: the host must be a dot-separated list of labels, "
+            "an IPv4 address or an IPv6 address"
+        )
+    assert port is not None
+    return host, port
 
 
 def parse_endpoint(
@@ -105,7 +195,7 @@ def parse_endpoint(
 
 
 def _port(endpoint: str, text: str) -> int:
-    if not text.isdigit() or not text.isascii():
+    if not re.fullmatch(r"[0-9]{1,5}", text):
         raise ValueError(f"rendezvous endpoint {endpoint!r}: port {text!r} is not a number")
     port = int(text)
     if port > 65535:
@@ -191,44 +281,43 @@ class RendezvousParameters:
         )
 
     def get(self, key: str, default: Any = None) -> Any:
-        """The config value of ``key``, or ``default`` when it is absent or None."""
-        value = self.config.get(key)
-        return default if value is None else value
+        """The config value of ``key``, or ``default`` when it is absent (as torch's)."""
+        return self.config.get(key, default)
 
     def get_as_bool(self, key: str, default: bool | None = None) -> bool | None:
-        """``key`` as a bool: accepts bools and 1/0/true/false/yes/no in any case.
+        """``key`` as a bool, read as torch reads it: a bool; the ints 1/0; the strings
+        1/true/t/yes/y and 0/false/f/no/n in any case.
 
         Raises:
             ValueError: any other value; the message names the key.
         """
-        value = self.get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool):
+        value = self.get(key, default)
+        if value is None or isinstance(value, bool):
             return value
-        word = str(value).strip().lower()
-        if word in _TRUE:
-            return True
-        if word in _FALSE:
-            return False
+        if isinstance(value, int):
+            if value in (0, 1):
+                return value == 1
+        elif isinstance(value, str):
+            if value.lower() in _TRUE:
+                return True
+            if value.lower() in _FALSE:
+                return False
         raise ValueError(
             f"rendezvous config {key}={value!r} is not a boolean (use 1/0/true/false/yes/no)"
         )
 
     def get_as_int(self, key: str, default: int | None = None) -> int | None:
-        """``key`` as an int (ints and decimal strings).
+        """``key`` as an int, read as torch reads it (``int(value)``).
 
         Raises:
-            ValueError: any other value; the message names the key.
+            ValueError: a value ``int()`` refuses; the message names the key.
         """
-        value = self.get(key)
+        value = self.get(key, default)
         if value is None:
-            return default
-        if isinstance(value, int) and not isinstance(value, bool):
             return value
         try:
-            return int(str(value).strip())
-        except ValueError:
+            return int(value)
+        except (TypeError, ValueError):
             raise ValueError(f"rendezvous config {key}={value!r} is not an integer") from None
 
     def get_as_float(self, key: str, default: float | None = None) -> float | None:
@@ -328,4 +417,5 @@ __all__ = [
     "RendezvousTimeout",
     "parse_endpoint",
     "parse_rdzv_conf",
+    "parse_rendezvous_endpoint",
 ]

@@ -27,26 +27,30 @@ HandlerFactory = Callable[[RendezvousParameters], RendezvousHandler]
 
 
 class HandlerRegistry:
-    """Maps backend names (and their aliases) to handler factories."""
+    """Maps backend names (and their aliases) to handler factories (torch's
+    ``RendezvousHandlerRegistry``, plus aliases, entry points and :meth:`names`)."""
 
     def __init__(self, entry_point_group: str | None = ENTRY_POINT_GROUP) -> None:
         self._factories: dict[str, HandlerFactory] = {}
         self._group = entry_point_group
 
-    def register(self, name: str, factory: HandlerFactory, aliases: Iterable[str] = ()) -> None:
-        """Register ``factory`` under ``name`` and each alias.
+    def register(self, backend: str, creator: HandlerFactory, aliases: Iterable[str] = ()) -> None:
+        """Register ``creator`` under the name ``backend`` and each alias (torch's arguments).
+
+        Registering the same creator again under a name is a no-op, as torch's.
 
         Raises:
-            ValueError: a name is empty or already registered (nothing is registered then).
+            ValueError: a name is empty or already registered to another creator (nothing is
+                registered then).
         """
-        names = [name, *aliases]
+        names = [backend, *aliases]
         for each in names:
             if not each or not isinstance(each, str):
                 raise ValueError(f"a rendezvous backend name must be a non-empty string: {each!r}")
-            if each in self._factories:
+            if self._factories.get(each, creator) is not creator:
                 raise ValueError(f"rendezvous backend {each!r} is already registered")
         for each in names:
-            self._factories[each] = factory
+            self._factories[each] = creator
 
     def names(self) -> list[str]:
         """The registered backend names and aliases, sorted."""
@@ -113,6 +117,9 @@ def _load(point: EntryPoint) -> HandlerFactory:
     return factory  # type: ignore[no-any-return]
 
 
+RendezvousHandlerRegistry = HandlerRegistry
+
+
 def builtin_registry() -> HandlerRegistry:
     """A new registry holding the built-in backends: ``static``, ``tcp`` (aliases ``c10d`` and
     ``p10d``), ``file`` and ``etcd``."""
@@ -128,4 +135,10 @@ def builtin_registry() -> HandlerRegistry:
     return registry
 
 
-__all__ = ["ENTRY_POINT_GROUP", "HandlerFactory", "HandlerRegistry", "builtin_registry"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "HandlerFactory",
+    "HandlerRegistry",
+    "RendezvousHandlerRegistry",
+    "builtin_registry",
+]

@@ -72,10 +72,10 @@ class RendezvousSettings:
         config = RendezvousConfig(
             min_nodes=params.min_nodes,
             max_nodes=params.max_nodes,
-            join_timeout=timeout.join,
-            last_call_timeout=timeout.last_call,
-            heartbeat_interval=timeout.heartbeat,
-            heartbeat_timeout=timeout.keep_alive_expiry,
+            join_timeout=timeout.join.total_seconds(),
+            last_call_timeout=timeout.last_call.total_seconds(),
+            heartbeat_interval=timeout.heartbeat.total_seconds(),
+            heartbeat_timeout=timeout.keep_alive_expiry.total_seconds(),
         )
         return cls(run_id=params.run_id, config=config)
 

@@ -220,7 +220,7 @@ def create_static_handler(params: RendezvousParameters) -> StaticTCPRendezvous:
         rank,
         params.max_nodes,
         params.run_id,
-        params.timeout.join,
+        params.timeout.join.total_seconds(),
         is_host=params.is_host,
         read_timeout=params.read_timeout,
     )

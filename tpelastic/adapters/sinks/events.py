@@ -63,18 +63,50 @@ def _metadata(value: Mapping[str, object] | None) -> dict[str, Json]:
     return {str(k): to_json_value(v) for k, v in (value or {}).items()}
 
 
-@frozen(kw_only=True)
+@frozen
 class Event:
-    """One agent or worker lifecycle event.
+    """One agent or worker lifecycle event (torch's fields, in torch's order).
 
+    ``timestamp`` is wall-clock seconds (a log entry's time, never compared across nodes).
     ``metadata`` holds JSON values only (the converter makes them so), so every event can be
-    written and read back unchanged.
+    written and read back unchanged: :meth:`serialize` gives torch's JSON form.
     """
 
     name: str
     source: EventSource
     timestamp: float = 0.0
     metadata: dict[str, Json] = field(factory=dict, converter=_metadata, hash=False)
+
+    def __str__(self) -> str:
+        return self.serialize()
+
+    def serialize(self) -> str:
+        """The event as torch writes it: ``{"name", "source", "timestamp", "metadata"}``."""
+        return json.dumps(
+            {
+                "name": self.name,
+                "source": self.source.name,
+                "timestamp": self.timestamp,
+                "metadata": dict(self.metadata),
+            }
+        )
+
+    @staticmethod
+    def deserialize(data: str | Event) -> Event:
+        """An event from :meth:`serialize`'s text (torch's too); an ``Event`` is returned as is.
+
+        Raises:
+            ValueError: text that is not such an object (JSON errors are ``ValueError`` too).
+        """
+        if isinstance(data, Event):
+            return data
+        obj = json.loads(data)
+        try:
+            return Event(
+                obj["name"], EventSource[obj["source"]], obj["timestamp"], obj.get("metadata", {})
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a serialized event: {exc}") from None
 
 
 @frozen(kw_only=True)

@@ -28,14 +28,19 @@ LOGGER_NAME = "tpelastic.metrics"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@frozen(kw_only=True)
+@frozen
 class MetricData:
-    """One observation: ``value`` of ``name`` in ``group`` at wall-clock ``timestamp``."""
+    """One observation: ``value`` of ``name`` in ``group_name`` at wall-clock ``timestamp``."""
 
     timestamp: float
-    group: str
+    group_name: str
     name: str
     value: float
+
+    @property
+    def group(self) -> str:
+        """``group_name``."""
+        return self.group_name
 
 
 class AgentMetric:
@@ -61,13 +66,13 @@ class AgentMetric:
 class MetricHandler(Protocol):
     """Where metrics go. ``emit`` must neither block for long nor raise."""
 
-    def emit(self, data: MetricData) -> None: ...
+    def emit(self, metric_data: MetricData) -> None: ...
 
 
 class NullMetricHandler:
     """Drops every metric."""
 
-    def emit(self, data: MetricData) -> None:
+    def emit(self, metric_data: MetricData) -> None:
         return None
 
 
@@ -82,8 +87,9 @@ class ConsoleMetricHandler:
     def __init__(self, stream: IO[str] | None = None) -> None:
         self._stream = stream
 
-    def emit(self, data: MetricData) -> None:
-        write_line(self._stream if self._stream is not None else sys.stdout, format_metric(data))
+    def emit(self, metric_data: MetricData) -> None:
+        stream = self._stream if self._stream is not None else sys.stdout
+        write_line(stream, format_metric(metric_data))
 
 
 class LoggingMetricHandler:
@@ -92,8 +98,8 @@ class LoggingMetricHandler:
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self._logger = logger or logging.getLogger(LOGGER_NAME)
 
-    def emit(self, data: MetricData) -> None:
-        self._logger.info("%s", format_metric(data))
+    def emit(self, metric_data: MetricData) -> None:
+        self._logger.info("%s", format_metric(metric_data))
 
 
 def _handler_names(value: Mapping[str, str]) -> dict[str, str]:
@@ -163,7 +169,7 @@ class MetricsRouter:
 
     def put(self, name: str, value: float, group: str = DEFAULT_GROUP) -> None:
         """Send one observation, stamped now, to the group's handler."""
-        data = MetricData(timestamp=time.time(), group=group, name=name, value=float(value))
+        data = MetricData(time.time(), group, name, float(value))
         self.handler_for(group).emit(data)
 
 
@@ -175,21 +181,50 @@ def configure(handler: MetricHandler, group: str | None = None) -> None:
     DEFAULT_ROUTER.configure(handler, group)
 
 
-def initialize_metrics(config: MetricsConfig, router: MetricsRouter | None = None) -> None:
-    """Apply ``config`` to ``router`` (the process-wide one by default)."""
+def initialize_metrics(
+    cfg: MetricsConfig | None = None, router: MetricsRouter | None = None
+) -> None:
+    """Apply ``cfg`` (None: every group to ``null``) to ``router`` (the process-wide one)."""
+    config = cfg if cfg is not None else MetricsConfig()
     target = router or DEFAULT_ROUTER
     target.configure(_SIMPLE_HANDLERS[config.default]())
     for group, name in config.groups.items():
         target.configure(_SIMPLE_HANDLERS[name](), group)
 
 
-def put_metric(name: str, value: float, group: str = DEFAULT_GROUP) -> None:
-    """Publish ``value`` for ``name`` in ``group`` through the process-wide routing.
+def put_metric(metric_name: str, metric_value: float, metric_group: str = DEFAULT_GROUP) -> None:
+    """Publish ``metric_value`` for ``metric_name`` in ``metric_group`` (process-wide routing).
 
     Raises:
-        TypeError / ValueError: if ``value`` is not a number.
+        TypeError / ValueError: if ``metric_value`` is not a number.
     """
-    DEFAULT_ROUTER.put(name, value, group)
+    DEFAULT_ROUTER.put(metric_name, metric_value, metric_group)
+
+
+def publish_metric(metric_group: str, metric_name: str, metric_value: float) -> None:
+    """torch's older spelling of :func:`put_metric`, group first."""
+    DEFAULT_ROUTER.put(metric_name, metric_value, metric_group)
+
+
+class MetricStream:
+    """A group bound to its handler: ``add_value(name, value)`` publishes there."""
+
+    def __init__(self, group_name: str, handler: MetricHandler) -> None:
+        self.group_name = group_name
+        self.handler = handler
+
+    def add_value(self, metric_name: str, metric_value: float) -> None:
+        self.handler.emit(MetricData(time.time(), self.group_name, metric_name, metric_value))
+
+
+def getStream(group: str) -> MetricStream:
+    """The stream of ``group`` with the handler the process-wide routing gives it now."""
+    return MetricStream(group, DEFAULT_ROUTER.handler_for(group))
+
+
+def get_elapsed_time_ms(start_time_in_seconds: float) -> float:
+    """Milliseconds since ``start_time_in_seconds`` (a ``time.time()`` value)."""
+    return (time.time() - start_time_in_seconds) * 1000.0
 
 
 @overload
@@ -222,3 +257,8 @@ def prof(fn: F | None = None, group: str = DEFAULT_GROUP) -> F | Callable[[F], F
         return timed  # type: ignore[return-value]
 
     return wrap(fn) if fn is not None else wrap
+
+
+def profile(group: str | None = None) -> Callable[[F], F]:
+    """torch's ``@profile(group)``: :func:`prof` as a decorator factory."""
+    return prof(group=group or DEFAULT_GROUP)

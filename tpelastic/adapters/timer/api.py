@@ -34,14 +34,19 @@ def _non_empty(_instance: object, attribute: object, value: str) -> None:
         raise ValueError(f"{getattr(attribute, 'name', 'value')} must not be empty")
 
 
-@frozen(kw_only=True)
+@frozen
 class TimerRequest:
-    """One message from a client: open (or, with ``release``, close) a deadline."""
+    """One message from a client: open (or, with ``release``, close) a deadline.
+
+    ``signal``, when given, is what the server sends this worker when the deadline passes
+    (else the server's ``kill_signal``).
+    """
 
     worker_id: int
     scope_id: str = field(validator=_non_empty)
     expiration_time: float = 0.0
-    release: bool = False
+    release: bool = field(default=False, kw_only=True)
+    signal: int | None = field(default=None, kw_only=True)
 
 
 @frozen(kw_only=True)
@@ -84,6 +89,7 @@ class TimerServer:
         request_queue: where requests arrive.
         max_interval: longest wait for requests between expiry checks; a late worker is killed
             at most about this long after its deadline.
+        daemon: whether the server's thread is a daemon thread.
         kill_signal: signal sent to a late worker (SIGKILL: a hung process may ignore SIGTERM).
         on_expired: called (on the server thread) after each worker is acted on; the agent uses
             it to record the failure reason. Exceptions from it are logged and swallowed.
@@ -93,6 +99,8 @@ class TimerServer:
         self,
         request_queue: RequestQueue,
         max_interval: float = 1.0,
+        daemon: bool = True,
+        *,
         kill_signal: int = signal.SIGKILL if hasattr(signal, "SIGKILL") else signal.SIGTERM,
         on_expired: ExpiredCallback | None = None,
     ) -> None:
@@ -100,6 +108,8 @@ class TimerServer:
             raise ValueError(f"max_interval must be > 0, got {max_interval}")
         self._queue = request_queue
         self.max_interval = max_interval
+        self._daemon = daemon
+        self._signals: dict[int, int] = {}  # worker -> the signal its client asked for
         self.kill_signal = kill_signal
         self._on_expired = on_expired
         self._timers: dict[tuple[int, str], float] = {}  # (worker, scope) -> deadline
@@ -110,26 +120,30 @@ class TimerServer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def register_timers(self, requests: list[TimerRequest]) -> None:
+    def register_timers(self, timer_requests: list[TimerRequest]) -> None:
         """Apply acquires and releases in arrival order."""
-        for request in requests:
+        for request in timer_requests:
             key = (request.worker_id, request.scope_id)
             if request.release:
                 self._timers.pop(key, None)
             else:
                 self._timers[key] = request.expiration_time
+                if request.signal is not None:
+                    self._signals[request.worker_id] = request.signal
 
-    def get_expired_timers(self, now: float) -> dict[int, list[str]]:
-        """Scopes whose deadline is at or before ``now``, by worker."""
+    def get_expired_timers(self, deadline: float) -> dict[int, list[str]]:
+        """Scopes whose expiration time is at or before ``deadline`` (now), by worker."""
         expired: dict[int, list[str]] = {}
-        for (worker, scope), deadline in self._timers.items():
-            if deadline <= now:
+        for (worker, scope), expiration in self._timers.items():
+            if expiration <= deadline:
                 expired.setdefault(worker, []).append(scope)
         return expired
 
     def clear_timers(self, worker_ids: set[int]) -> None:
         """Forget every deadline of these workers (done after acting on them)."""
         self._timers = {k: v for k, v in self._timers.items() if k[0] not in worker_ids}
+        for pid in worker_ids:
+            self._signals.pop(pid, None)
 
     def forget_workers(self, worker_ids: set[int]) -> None:
         """Drop every deadline of these workers (e.g. the agent stopped them); any thread.
@@ -154,23 +168,22 @@ class TimerServer:
 
     def _reap(self, worker: int, scopes: tuple[str, ...]) -> ExpiredTimer:
         killed = False
+        sig = self._signals.get(worker, self.kill_signal)
         if worker == os.getpid():
             _log.error("timer of the server's own process expired (%s); not killing", scopes)
         else:
             try:
-                os.kill(worker, self.kill_signal)
+                os.kill(worker, sig)
                 killed = True
                 _log.warning(
                     "worker pid %d missed its deadline in %s; sent signal %d",
                     worker,
                     ", ".join(scopes),
-                    self.kill_signal,
+                    sig,
                 )
             except ProcessLookupError:
                 pass  # it exited on its own; nothing left to enforce
-        result = ExpiredTimer(
-            worker_id=worker, scopes=scopes, signal=self.kill_signal, killed=killed
-        )
+        result = ExpiredTimer(worker_id=worker, scopes=scopes, signal=sig, killed=killed)
         if self._on_expired is not None:
             try:
                 self._on_expired(result)
@@ -179,11 +192,13 @@ class TimerServer:
         return result
 
     def start(self) -> None:
-        """Run :meth:`run_once` in a daemon thread until :meth:`stop`."""
+        """Run :meth:`run_once` in a thread (a daemon unless told otherwise) until :meth:`stop`."""
         if self._thread is not None:
             raise RuntimeError("timer server already started")
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="tpelastic-timer", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name="tpelastic-timer", daemon=self._daemon
+        )
         self._thread.start()
 
     def _loop(self) -> None:

@@ -15,28 +15,35 @@ import select
 import signal
 import stat
 import time
+from collections.abc import Callable
 
-from tpelastic.adapters.timer.api import ExpiredCallback, TimerRequest, TimerServer
+from tpelastic.adapters.timer.api import ExpiredCallback, ExpiredTimer, TimerRequest, TimerServer
 
 _log = logging.getLogger(__name__)
 _WRITE_TIMEOUT_S = 5.0
 
 
 class FileTimerClient:
-    """Sends this process's deadlines to a :class:`FileTimerServer` listening on ``path``.
+    """Sends this process's deadlines to a :class:`FileTimerServer` listening on ``file_path``.
+
+    ``signal`` is what the server sends this process when a deadline passes; None (the
+    default) leaves it to the server's ``kill_signal`` (SIGKILL unless the agent chose another).
 
     Raises (from acquire/release):
         RuntimeError: naming the path when no server is listening, or when the pipe stays full
             for 5 s. ValueError: when a request would not fit in one atomic pipe write.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.fspath(path)
+    def __init__(
+        self,
+        file_path: str | os.PathLike[str],
+        signal: int | None = None,
+    ) -> None:
+        self.path = os.fspath(file_path)
+        self.signal = signal
 
     def acquire(self, scope_id: str, expiration_time: float) -> None:
-        self._send(
-            TimerRequest(worker_id=os.getpid(), scope_id=scope_id, expiration_time=expiration_time)
-        )
+        self._send(TimerRequest(os.getpid(), scope_id, expiration_time, signal=self.signal))
 
     def release(self, scope_id: str) -> None:
         self._send(TimerRequest(worker_id=os.getpid(), scope_id=scope_id, release=True))
@@ -48,6 +55,7 @@ class FileTimerClient:
                 "scope": request.scope_id,
                 "deadline": request.expiration_time,
                 "release": request.release,
+                "signal": request.signal,
             }
         )
         data = (line + "\n").encode("utf-8")
@@ -118,11 +126,13 @@ class FifoRequestQueue:
     def _parse(self, line: bytes) -> TimerRequest | None:
         try:
             obj = json.loads(line)
+            sig = obj.get("signal")
             return TimerRequest(
-                worker_id=int(obj["pid"]),
-                scope_id=str(obj["scope"]),
-                expiration_time=float(obj["deadline"]),
+                int(obj["pid"]),
+                str(obj["scope"]),
+                float(obj["deadline"]),
                 release=bool(obj["release"]),
+                signal=None if sig is None else int(sig),
             )
         except (ValueError, KeyError, TypeError) as exc:
             _log.warning("ignoring a malformed timer request on %s: %s", self.path, exc)
@@ -149,8 +159,10 @@ class FileTimerServer(TimerServer):
     Give workers the path in ``TPELASTIC_TIMER_FILE`` so their default client finds it.
 
     Args:
-        path: where to create the FIFO; its directory must exist.
-        max_interval, kill_signal, on_expired: as for :class:`TimerServer`.
+        file_path: where to create the FIFO; its directory must exist.
+        run_id: the job's id, for log lines.
+        max_interval, daemon, kill_signal, on_expired: as for :class:`TimerServer`.
+        log_event: called as ``log_event("timer expired", expired)`` for each worker acted on.
 
     Raises:
         FileExistsError: when ``path`` is an existing non-FIFO file.
@@ -158,14 +170,36 @@ class FileTimerServer(TimerServer):
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        file_path: str | os.PathLike[str],
+        run_id: str = "",
         max_interval: float = 1.0,
+        daemon: bool = True,
+        log_event: Callable[[str, ExpiredTimer], None] | None = None,
+        *,
         kill_signal: int = signal.SIGKILL if hasattr(signal, "SIGKILL") else signal.SIGTERM,
         on_expired: ExpiredCallback | None = None,
     ) -> None:
-        self._fifo = FifoRequestQueue(path)
+        self._fifo = FifoRequestQueue(file_path)
         self.path = self._fifo.path
-        super().__init__(self._fifo, max_interval, kill_signal, on_expired)
+        self.run_id = run_id
+
+        def expired(result: ExpiredTimer) -> None:
+            if log_event is not None:
+                log_event("timer expired", result)
+            if on_expired is not None:
+                on_expired(result)
+
+        super().__init__(
+            self._fifo,
+            max_interval,
+            daemon,
+            kill_signal=kill_signal,
+            on_expired=expired if (log_event or on_expired) else None,
+        )
+
+    def clear_timers(self, worker_pids: set[int]) -> None:
+        """Forget every deadline of these worker processes (torch's argument name here)."""
+        super().clear_timers(worker_pids)
 
     def stop(self) -> None:
         """Stop the thread, then remove the FIFO; idempotent."""

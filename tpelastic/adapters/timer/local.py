@@ -47,16 +47,22 @@ class LocalTimerServer(TimerServer):
 
     Args:
         mp_queue: a ``multiprocessing`` (or context) ``Queue`` handed to every worker.
-        max_interval, kill_signal, on_expired: as for :class:`TimerServer`.
+        max_interval, daemon, kill_signal, on_expired: as for :class:`TimerServer`.
     """
 
     def __init__(
         self,
         mp_queue: Any,
         max_interval: float = 1.0,
+        daemon: bool = True,
+        *,
         kill_signal: int = signal.SIGKILL if hasattr(signal, "SIGKILL") else signal.SIGTERM,
         on_expired: ExpiredCallback | None = None,
     ) -> None:
         super().__init__(
-            MultiprocessingRequestQueue(mp_queue), max_interval, kill_signal, on_expired
+            MultiprocessingRequestQueue(mp_queue),
+            max_interval,
+            daemon,
+            kill_signal=kill_signal,
+            on_expired=on_expired,
         )

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     )
     from tpelastic.adapters.workers.context import PContext
     from tpelastic.adapters.workers.errorfile import ERROR_FILE_ENV, SCHEMA_VERSION, record
-    from tpelastic.adapters.workers.logs import LogsSpecs
+    from tpelastic.adapters.workers.logs import DefaultLogsSpecs, LogsSpecs
     from tpelastic.adapters.workers.multiprocessing_context import MultiprocessContext
     from tpelastic.adapters.workers.signals import (
         SignalAction,
@@ -49,6 +49,7 @@ _HOME = {
     "ERROR_FILE_ENV": "errorfile",
     "SCHEMA_VERSION": "errorfile",
     "record": "errorfile",
+    "DefaultLogsSpecs": "logs",
     "LogsSpecs": "logs",
     "MultiprocessContext": "multiprocessing_context",
     "SignalAction": "signals",
@@ -73,6 +74,7 @@ __all__ = [
     "ERROR_FILE_ENV",
     "SCHEMA_VERSION",
     "ChildFailedError",
+    "DefaultLogsSpecs",
     "LogsSpecs",
     "MultiprocessContext",
     "PContext",

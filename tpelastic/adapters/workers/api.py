@@ -66,29 +66,31 @@ Redirects = Std
 """Per-stream redirection modes; the same flags as ``Std`` (``Redirects.ALL`` is ``Std.ALL``)."""
 
 
-def to_map(val: Std | int | str | dict[int, Std], local_world_size: int) -> dict[int, Std]:
+def to_map(val_or_map: Std | int | str | dict[int, Std], local_world_size: int) -> dict[int, Std]:
     """Expand one redirect choice into one ``Std`` per local rank ``0..local_world_size-1``.
 
     Args:
-        val: a ``Std``, its integer, a spec string (``"3"``, ``"0:1,1:2"``) or a per-rank dict.
-            Ranks missing from a per-rank spec get ``Std.NONE``; ranks beyond the local world
-            are ignored.
+        val_or_map: a ``Std``, its integer, a spec string (``"3"``, ``"0:1,1:2"``) or a
+            per-rank dict. Ranks missing from a per-rank spec get ``Std.NONE``; ranks beyond the
+            local world are ignored.
         local_world_size: how many local ranks there are.
 
     Raises:
         WorkerStartError: the spec is malformed.
     """
-    if isinstance(val, str):
-        val = Std.from_str(val)
-    if isinstance(val, bool) or not isinstance(val, (int, dict)):
-        raise WorkerStartError(f"invalid redirect spec {val!r}: expected Std, int, str or dict")
-    if isinstance(val, int):
-        if not 0 <= int(val) <= 3:
-            raise WorkerStartError(f"invalid redirect spec {val!r}: values are 0, 1, 2 or 3")
-        return {rank: Std(int(val)) for rank in range(local_world_size)}
+    if isinstance(val_or_map, str):
+        val_or_map = Std.from_str(val_or_map)
+    if isinstance(val_or_map, bool) or not isinstance(val_or_map, (int, dict)):
+        raise WorkerStartError(
+            f"invalid redirect spec {val_or_map!r}: expected Std, int, str or dict"
+        )
+    if isinstance(val_or_map, int):
+        if not 0 <= int(val_or_map) <= 3:
+            raise WorkerStartError(f"invalid redirect spec {val_or_map!r}: values are 0, 1, 2 or 3")
+        return {rank: Std(int(val_or_map)) for rank in range(local_world_size)}
     # A rank beyond the local world is ignored, as torch's to_map: one spec serves nodes of
     # several sizes.
-    return {rank: Std(int(val.get(rank, Std.NONE))) for rank in range(local_world_size)}
+    return {rank: Std(int(val_or_map.get(rank, Std.NONE))) for rank in range(local_world_size)}
 
 
 def signal_name(exitcode: int) -> str | None:
@@ -101,7 +103,7 @@ def signal_name(exitcode: int) -> str | None:
         return f"SIG{-exitcode}"
 
 
-@frozen(kw_only=True)
+@frozen
 class ProcessFailure:
     """One worker that ended badly.
 
@@ -124,13 +126,12 @@ class ProcessFailure:
     local_rank: int
     pid: int
     exitcode: int
-    timestamp: float
     error_file: str = ""
-    error_file_data: dict[str, Any] | None = None
-    rank: int | None = None
-    role: str = "default"
+    timestamp: float = field(factory=time.time, kw_only=True)
+    error_file_data: dict[str, Any] | None = field(default=None, kw_only=True)
+    rank: int | None = field(default=None, kw_only=True)
+    role: str = field(default="default", kw_only=True)
 
-    @property
     def signal_name(self) -> str | None:
         """``"SIGKILL"`` and so on when a signal ended the worker, else None."""
         return signal_name(self.exitcode)
@@ -142,8 +143,8 @@ class ProcessFailure:
         if data.get("message"):
             kind = data.get("exception_type") or "error"
             return f"{kind}: {data['message']}"
-        if self.signal_name:
-            return f"Signal {-self.exitcode} ({self.signal_name}) received by PID {self.pid}"
+        if self.signal_name():
+            return f"Signal {-self.exitcode} ({self.signal_name()}) received by PID {self.pid}"
         return f"Process {self.pid} exited with code {self.exitcode}"
 
     @property
@@ -158,7 +159,7 @@ class ProcessFailure:
         return time.strftime("%Y-%m-%d_%H:%M:%S", time.localtime(self.timestamp))
 
 
-@frozen(kw_only=True)
+@frozen
 class RunProcsResult:
     """What a finished (or failed) worker group produced.
 
@@ -230,7 +231,7 @@ class ChildFailedError(Exception):
 
     def _describe(self, failure: ProcessFailure) -> list[str]:
         code = failure.exitcode
-        status = f"{code} ({failure.signal_name})" if failure.signal_name else str(code)
+        status = f"{code} ({failure.signal_name()})" if failure.signal_name() else str(code)
         rank = "unknown" if failure.rank is None else str(failure.rank)
         return [
             f"  [{failure.role}{failure.local_rank}] local_rank: {failure.local_rank}"

@@ -112,12 +112,12 @@ def _float_or_none(value: object) -> float | None:
         return None
 
 
-def record(fn: F) -> F:
+def record(fn: F, error_handler: Any = None) -> F:
     """Decorate a worker entrypoint so an uncaught exception leaves an error file behind.
 
-    The exception is written (see ``write_error_file``) and then re-raised unchanged, so the
-    process still prints its traceback and exits non-zero. ``SystemExit`` and
-    ``KeyboardInterrupt`` are not recorded: they are exits, not errors.
+    The exception is written (by ``error_handler.record_exception``, else ``write_error_file``)
+    and then re-raised unchanged, so the process still prints its traceback and exits non-zero.
+    ``SystemExit`` and ``KeyboardInterrupt`` are not recorded: they are exits, not errors.
     """
 
     @functools.wraps(fn)
@@ -125,7 +125,10 @@ def record(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            write_error_file(exc)
+            if error_handler is not None:
+                error_handler.record_exception(exc)
+            else:
+                write_error_file(exc)
             raise
 
     return wrapper  # type: ignore[return-value]

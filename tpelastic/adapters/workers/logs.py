@@ -41,7 +41,7 @@ class RankFiles:
     return_file: str
 
 
-@frozen(kw_only=True)
+@frozen
 class LogsSpecs:
     """How a worker group's output is kept.
 
@@ -63,8 +63,12 @@ class LogsSpecs:
     log_dir: str | None = None
     redirects: Std | int | str | dict[int, Std] = Std.NONE
     tee: Std | int | str | dict[int, Std] = Std.NONE
-    attempt: int | str | None = field(default=None)
     local_ranks_filter: frozenset[int] | None = None
+    attempt: int | str | None = field(default=None, kw_only=True)
+
+    def root_log_dir(self) -> str:
+        """The base folder of the logs ("" when a temporary one is made per attempt)."""
+        return self.log_dir or ""
 
     def reify(self, local_world_size: int) -> tuple[str, dict[int, RankFiles]]:
         """Create the attempt folder and return it with the files of every local rank.
@@ -166,4 +170,8 @@ def make_attempt_dir(log_dir: str | None, attempt: int | str | None) -> str:
     raise WorkerStartError(f"no free attempt folder under {base!r}")
 
 
-__all__ = ["LogsSpecs", "RankFiles", "make_attempt_dir"]
+DefaultLogsSpecs = LogsSpecs
+"""torch's name for the default layout: :class:`LogsSpecs` itself."""
+
+
+__all__ = ["DefaultLogsSpecs", "LogsSpecs", "RankFiles", "make_attempt_dir"]
