@@ -75,7 +75,7 @@ def test_O7_a_paused_store_host_is_waited_out_and_the_job_goes_on(
 ) -> None:
     # The settings: keep-alive 1 s x 3; a pause of the expiry plus 3 s.
     conf = "join_timeout=20,last_call_timeout=3,keep_alive_interval=1,keep_alive_max_attempt=3"
-    logs, agents = _start_three(tmp_path, out, conf=conf, hold=20.0)
+    logs, agents = _start_three(tmp_path, out, conf=conf, hold=14.0)
     host = agents[0]
     try:
         wait_for_records(out, 6)
