@@ -2,8 +2,9 @@
 
 It runs the real command (bench/chaos_bench.py) and reads the JSON it writes. The faults are
 the ones tpelastic survives with every check passing; add a kind to SURVIVED once it does.
-Not yet in: kill-node (the survivors' collateral worker failures are charged to the budget),
-stop-agent and stop-host (a stopped agent fences itself and exits 3 instead of re-joining).
+Not yet in: kill-node, stop-agent and stop-host. The job survives them, but a worker that fails
+on the lost or stopped peer can restart in place before its agent sees the membership change,
+and that restart is charged to the budget (check 5) in some episodes.
 """
 
 from __future__ import annotations
