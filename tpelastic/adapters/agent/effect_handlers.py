@@ -86,6 +86,8 @@ class EffectHandlers:
         except rz.RendezvousError as error:
             timed_out = isinstance(error, rz.RendezvousTimeoutError)
             kind: RendezvousFailureKind = "timeout" if timed_out else "connection"
+            if isinstance(error, rz.RendezvousStateError):
+                kind = "corrupt"
             self._obs.rendezvous("timed_out" if timed_out else "failed", "FAILED", str(error))
             now = time.monotonic()
             self._queue.append(core.RendezvousFailed(now=now, reason=str(error), kind=kind))

@@ -72,6 +72,8 @@ class InPlaceRestarts:
         except rz.RendezvousError as error:
             if isinstance(error, rz.RendezvousTimeoutError):
                 kind = "timeout"
+            elif isinstance(error, rz.RendezvousStateError):
+                kind = "corrupt"
             why = f"attempt {effect.attempt} of round {effect.round}: {error}"
             self._obs.rendezvous("failed", "FAILED", why)
             self._queue.append(core.RendezvousFailed(now=time.monotonic(), reason=why, kind=kind))

@@ -20,7 +20,6 @@ keys under the attempt's number.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +35,12 @@ from tpelastic.adapters.rendezvous.errors import (
 )
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
 from tpelastic.core.membership import MemberConfig
+from tpelastic.core.rendezvous.records import (
+    ClosedRecord,
+    StateCorrupt,
+    decode_closed,
+    encode_closed,
+)
 from tpelastic.core.values import value_eq, value_hash, value_repr
 
 # While a round watcher runs, the periodic look only times the ring successor's heartbeat; this
@@ -200,8 +205,8 @@ class Membership:
             closed = self._info.store.get("agent/closed")
             latest = _int(self._info.store.get("agent/latest"), -1)
         if closed is not None:
-            record = json.loads(closed.decode("utf-8"))
-            return Look(closed=(str(record["outcome"]), str(record.get("reason", ""))))
+            record = _closed_record(closed)
+            return Look(closed=(record.outcome, record.reason))
         opened = "restart" if latest > self._attempt else None
         return Look(next_opened=opened, waiting=int(self.handler.num_nodes_waiting()))
 
@@ -332,7 +337,7 @@ class Membership:
             self.handler.set_closed(outcome, reason)
             return
         if self._info is not None:
-            record = json.dumps({"outcome": outcome, "reason": reason}).encode("utf-8")
+            record = encode_closed(ClosedRecord(outcome=outcome, reason=reason))
             with store_errors_as_rendezvous_errors("closing the rendezvous"):
                 self._info.store.set_if_absent("agent/closed", record)
         self.handler.set_closed()
@@ -343,6 +348,13 @@ class Membership:
             self.handler.shutdown()
         except Exception:  # leaving must not fail a node that is going anyway
             pass
+
+
+def _closed_record(blob: bytes) -> ClosedRecord:
+    try:
+        return decode_closed(blob)
+    except StateCorrupt as error:
+        raise RendezvousStateError(f"corrupt rendezvous state at 'agent/closed': {error}") from None
 
 
 def _int(blob: bytes | None, default: int) -> int:

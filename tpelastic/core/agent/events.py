@@ -16,7 +16,7 @@ from tpelastic.core.group_values import WorkerFailure
 from tpelastic.core.values import Duration, Instant, value_eq, value_hash, value_repr
 
 Outcome = Literal["succeeded", "failed"]
-RendezvousFailureKind = Literal["timeout", "closed", "connection"]
+RendezvousFailureKind = Literal["timeout", "closed", "connection", "corrupt"]
 
 # -- events ------------------------------------------------------------------------------------
 
@@ -56,7 +56,7 @@ class RendezvousFailed:
     now: Instant
     reason: str
     kind: RendezvousFailureKind = field(
-        validator=validators.in_(("timeout", "closed", "connection"))
+        validator=validators.in_(("timeout", "closed", "connection", "corrupt"))
     )
 
 

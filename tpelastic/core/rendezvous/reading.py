@@ -29,6 +29,14 @@ from tpelastic.core.rendezvous.state import JoinState
 from tpelastic.core.restart_count import next_restart_count, round_restart_count
 from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
 
+# Nodes may arrive at a round after it is full (they wait for the next); more than this many
+# beyond max_nodes is no arrival counter a real run can reach: the state is corrupt.
+MAX_LATE_ARRIVALS = 4096
+
+
+def _corrupt(key: str, error: Exception) -> Verdict:
+    return Verdict(kind="corrupt", detail=f"corrupt rendezvous state at {key!r}: {error}")
+
 
 @frozen(kw_only=True)
 class Verdict:
@@ -86,14 +94,16 @@ def _bytes(reply: Reply) -> bytes | None:
 
 def read_location(state: JoinState, event: OpsDone) -> Verdict:
     """Replies to [closed, published]: is the run closed, and which round to probe first."""
+    key = state.keys.closed()
     try:
         closed, published = (_bytes(r) for r in event.replies)
         if closed is not None:
             record = decode_closed(closed)
             return Verdict(kind="closed", detail=f"{record.outcome}: {record.reason}".rstrip(": "))
+        key = state.keys.published_rounds()
         start = decode_counter(published)
     except (StateCorrupt, ValueError) as error:
-        return Verdict(kind="corrupt", detail=str(error))
+        return _corrupt(key, error)
     if state.from_round is not None:
         start = max(start, state.from_round + 1)
     return Verdict(kind="probe", round_no=start)
@@ -118,7 +128,7 @@ def read_probe(state: JoinState, event: OpsDone) -> Verdict:
             previous = decode_result(raws[0])
         current = decode_result(raws[-1]) if raws[-1] is not None else None
     except (StateCorrupt, ValueError) as error:
-        return Verdict(kind="corrupt", detail=str(error))
+        return _corrupt(state.keys.result(state.round_no), error)
     for result in (previous, current):
         if result is not None and result.closed:
             return Verdict(kind="closed", detail="the rendezvous was closed")
@@ -166,16 +176,25 @@ def status_ops(state: JoinState) -> tuple[Op, ...]:
 def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Verdict:
     """Replies to status_ops: may the closer close now, must it wait, or is the join over?"""
     now = event.now
+    keys, r = state.keys, state.round_no
+    key = keys.closed()
     try:
-        raws = [_bytes(r) for r in event.replies]
+        raws = [_bytes(reply) for reply in event.replies]
         if raws[0] is not None:
             return Verdict(kind="closed", detail=decode_closed(raws[0]).reason or "closed")
         if raws[1] is not None:
             return Verdict(kind="decided")
+        key = keys.arrivals(r)
         arrivals = decode_counter(raws[2])
+        if not 0 <= arrivals <= config.max_nodes + MAX_LATE_ARRIVALS:
+            raise StateCorrupt(
+                f"{arrivals} arrivals cannot be true (max_nodes {config.max_nodes}, at most "
+                f"{MAX_LATE_ARRIVALS} more waiting)"
+            )
+        key = f"the member, gone and heartbeat keys of {keys.round_prefix(r)}"
         pending, dead, liveness = _pending_after(state, raws[3:], now, config)
     except (StateCorrupt, ValueError) as error:
-        return Verdict(kind="corrupt", detail=str(error))
+        return _corrupt(key, error)
     reached = state.min_reached_at
     if reached is None and arrivals >= config.min_nodes:
         reached = now
@@ -187,8 +206,8 @@ def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> V
         return Verdict(kind="close", state=new)
     if now >= state.deadline:
         return Verdict(kind="timeout", detail=_timeout_detail(new, config), state=new)
-    keys, until = _next_wait(new, config, now)
-    return Verdict(kind="wait", state=new, wait_keys=keys, wait_until=until)
+    wait_keys, until = _next_wait(new, config, now)
+    return Verdict(kind="wait", state=new, wait_keys=wait_keys, wait_until=until)
 
 
 def _evolve_status(
@@ -268,12 +287,19 @@ def collect_ops(state: JoinState) -> tuple[Op, ...]:
 def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Verdict:
     """Replies to collect_ops: the result to offer, the slots still unwritten, or (unwritten
     past the join deadline) a timeout."""
+    raws = [_bytes(reply) for reply in event.replies]
+    infos: list[NodeInfo] = []
+    for slot, raw in enumerate(raws[:-1]):
+        if raw is None:
+            continue
+        try:
+            infos.append(decode_node(raw))
+        except (StateCorrupt, ValueError) as error:
+            return _corrupt(state.keys.slot(state.round_no, slot), error)
     try:
-        raws = [_bytes(r) for r in event.replies]
-        infos = [decode_node(raw) for raw in raws[:-1] if raw is not None]
         failures = decode_counter(raws[-1])
     except (StateCorrupt, ValueError) as error:
-        return Verdict(kind="corrupt", detail=str(error))
+        return _corrupt(state.keys.failures(state.round_no), error)
     chosen = choose_participants(infos, state.previous, config.max_nodes)
     missing = tuple(
         state.keys.slot(state.round_no, i) for i, raw in enumerate(raws[:-1]) if raw is None
@@ -328,7 +354,7 @@ def read_result(state: JoinState, event: OpsDone) -> Verdict:
             raise StateCorrupt(f"round {state.round_no} result vanished after it was set")
         result = decode_result(raw)
     except (StateCorrupt, ValueError) as error:
-        return Verdict(kind="corrupt", detail=str(error))
+        return _corrupt(state.keys.result(state.round_no), error)
     if result.closed:
         return Verdict(kind="closed", detail="the rendezvous was closed", result=result)
     if result.round_no != state.round_no:

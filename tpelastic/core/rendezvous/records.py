@@ -17,6 +17,14 @@ from attrs import field, frozen
 from tpelastic.core.values import value_eq, value_hash, value_repr
 
 SCHEMA_VERSION = 1
+# Bounds on what a record may hold, so a hostile or damaged one is refused before it is parsed:
+# a node's record and the small ones are a few hundred bytes; a result is about 150 bytes per
+# participant (this holds more than 100,000).
+MAX_RECORD_BYTES = 64 * 1024
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+MAX_NAME_CHARS = 1024  # a node id or an address
+MAX_REASON_CHARS = 4096
+MAX_COUNTER_DIGITS = 19  # int64
 
 
 class StateCorrupt(Exception):
@@ -103,7 +111,9 @@ def _dump(kind: str, body: Mapping[str, Any]) -> bytes:
     return json.dumps({"v": SCHEMA_VERSION, "kind": kind, **body}, sort_keys=True).encode()
 
 
-def _load(raw: bytes, kind: str) -> dict[str, Any]:
+def _load(raw: bytes, kind: str, limit: int = MAX_RECORD_BYTES) -> dict[str, Any]:
+    if len(raw) > limit:
+        raise StateCorrupt(f"a {kind} record of {len(raw)} bytes (at most {limit})")
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as error:
@@ -147,8 +157,15 @@ def _node_body(info: NodeInfo) -> dict[str, Any]:
     return body
 
 
+def _text(data: Mapping[str, Any], name: str, limit: int) -> str:
+    value: str = _field(data, name, str)
+    if len(value) > limit:
+        raise StateCorrupt(f"field {name!r} has {len(value)} characters (at most {limit})")
+    return value
+
+
 def _node_from(data: Mapping[str, Any]) -> NodeInfo:
-    node = _field(data, "node", str)
+    node = _text(data, "node", MAX_NAME_CHARS)
     if not node:
         raise StateCorrupt("node id is empty")
     attempt = _field(data, "prev_attempt", int, optional=True) or 0
@@ -156,7 +173,7 @@ def _node_from(data: Mapping[str, Any]) -> NodeInfo:
         raise StateCorrupt(f"field 'prev_attempt' should be >= 0, found {attempt!r}")
     return NodeInfo(
         node=node,
-        addr=_field(data, "addr", str),
+        addr=_text(data, "addr", MAX_NAME_CHARS),
         prev_round=_field(data, "prev_round", int, optional=True),
         prev_rank=_field(data, "prev_rank", int, optional=True),
         prev_attempt=attempt,
@@ -188,7 +205,7 @@ def decode_result(raw: bytes) -> RoundResult:
 
 
 def _decode_result(raw: bytes) -> RoundResult:
-    data = _load(raw, "result")
+    data = _load(raw, "result", MAX_RESULT_BYTES)
     entries = data.get("participants")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise StateCorrupt("participants should be a list of node records")
@@ -213,7 +230,10 @@ def encode_closed(record: ClosedRecord) -> bytes:
 
 def decode_closed(raw: bytes) -> ClosedRecord:
     data = _load(raw, "closed")
-    return ClosedRecord(outcome=_field(data, "outcome", str), reason=_field(data, "reason", str))
+    return ClosedRecord(
+        outcome=_text(data, "outcome", MAX_NAME_CHARS),
+        reason=_text(data, "reason", MAX_REASON_CHARS),
+    )
 
 
 def encode_reason(reason: str) -> bytes:
@@ -221,13 +241,15 @@ def encode_reason(reason: str) -> bytes:
 
 
 def decode_reason(raw: bytes) -> str:
-    return str(_field(_load(raw, "reason"), "reason", str))
+    return _text(_load(raw, "reason"), "reason", MAX_REASON_CHARS)
 
 
 def decode_counter(raw: bytes | None) -> int:
     """A store counter (``add``) as an int; absent counts as 0."""
     if raw is None:
         return 0
+    if len(raw.lstrip(b"-")) > MAX_COUNTER_DIGITS:
+        raise StateCorrupt(f"expected a counter, found {len(raw)} bytes: {raw[:40]!r}")
     try:
         return int(raw.decode("ascii"))
     except (UnicodeDecodeError, ValueError) as error:
