@@ -78,7 +78,7 @@ def test_budget_exhaustion_in_place_makes_exactly_max_restarts_plus_one_attempts
     codes = [finish(p, tmp_path / f"{n}.log") for p, n in zip(procs, "ab", strict=True)]
     assert codes == [1, 1], [(tmp_path / f"{n}.log").read_text()[-2000:] for n in "ab"]
     for n in "ab":  # every node ran attempts 0, 1 and 2 of round 0, and no other
-        dirs = sorted(p.name for p in (tmp_path / f"logs-{n}").glob("attempt_*"))
+        dirs = sorted(p.name for p in (tmp_path / f"logs-{n}").glob("*/attempt_*"))
         assert len(dirs) == 3, dirs
     logged = (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
     assert "rank 1 broke on purpose (restart 2)" in logged

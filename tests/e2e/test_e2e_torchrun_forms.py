@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -86,3 +88,57 @@ def test_c10d_with_no_endpoint_hosts_on_localhost_29400(tmp_path: Path, out: Pat
     assert finish(node, log) == 0, log.read_text()
     assert 29400 in listening
     assert len(records(out)) == 1
+
+
+def test_a_job_without_log_dir_leaves_no_folder_behind(tmp_path: Path, out: Path) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**launcher_env(), "TMPDIR": str(temp)}
+    for argv in (["--standalone", "--nproc-per-node", "2"], ["--nproc-per-node", "1"]):
+        done = subprocess.run(
+            run_cmd(*argv, WORKER, "--out", str(out)), capture_output=True, env=env, timeout=90
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert os.listdir(temp) == []
+
+
+def test_a_second_run_into_the_same_log_dir_gets_its_own_folder(tmp_path: Path, out: Path) -> None:
+    logs = tmp_path / "logs"
+    for _ in range(2):
+        log = tmp_path / "node.log"
+        node = tpstart("--standalone", "--log-dir", str(logs), "--tee", "3", WORKER, "--out",
+                       str(out), log=log)  # fmt: skip
+        assert finish(node, log) == 0, log.read_text()
+    runs = sorted(logs.iterdir())
+    assert len(runs) == 2 and all(
+        len(list(run.glob("attempt_*/0/stdout.log"))) == 1 for run in runs
+    )
+
+
+def test_tensorplay_s_record_traceback_is_in_the_failure_summary(tmp_path: Path) -> None:
+    script = str(Path(WORKER).parent / "tp_record.py")
+    log = tmp_path / "node.log"
+    # Worker output to files only: a traceback on the console comes from the failure summary.
+    node = tpstart(
+        "--standalone", "--redirects", "3", "--log-dir", str(tmp_path / "logs"), script, log=log
+    )
+    assert finish(node, log) == 1
+    text = log.read_text()
+    assert "tensorplay-recorded failure" in text
+    assert "Traceback (most recent call last)" in text and "tp_record.py" in text, text
+
+
+def test_local_rank_in_the_worker_s_arguments_is_substituted(tmp_path: Path) -> None:
+    out = tmp_path / "args"
+    out.mkdir()
+    code = "import sys; open(sys.argv[1], 'w').write(sys.argv[2])"
+    log = tmp_path / "node.log"
+    node = tpstart(
+        "--standalone", "--nproc-per-node", "2", "--no-python", sys.executable, "-c", code,
+        str(out / "r${local_rank}"), "rank=$local_rank cost=$5", log=log,
+    )  # fmt: skip
+    assert finish(node, log) == 0, log.read_text()
+    assert {p.name: p.read_text() for p in out.iterdir()} == {
+        "r0": "rank=0 cost=$5",
+        "r1": "rank=1 cost=$5",
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from typing import TYPE_CHECKING, Any
@@ -9,13 +10,32 @@ from typing import TYPE_CHECKING, Any
 from attrs import evolve
 
 from tpelastic.adapters.agent.loop import SimpleElasticAgent
-from tpelastic.adapters.agent.spec import WorkerSpec
+from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
 from tpelastic.adapters.workers.api import RunProcsResult
 from tpelastic.adapters.workers.context import PContext
+from tpelastic.adapters.workers.logs import make_run_dir, make_temp_dir, remove_tree
 from tpelastic.adapters.workers.start import start_processes
 
 if TYPE_CHECKING:
     from tpelastic.adapters.workers.logs import LogsSpecs
+
+log = logging.getLogger("tpelastic.agent")
+
+
+def substitute_local_rank(args: tuple[Any, ...], local_rank: int) -> tuple[str, ...]:
+    """``args`` with ``${local_rank}`` (and ``$local_rank``) replaced, as torch's agent does
+    for a command's arguments (``macros.substitute``); other ``$`` text is left alone."""
+    from string import Template
+
+    return tuple(Template(str(a)).safe_substitute(local_rank=str(local_rank)) for a in args)
+
+
+def _asked_for_logs(choice: Any) -> bool:
+    if isinstance(choice, dict):
+        return any(int(v) for v in choice.values())
+    if isinstance(choice, str):
+        return choice.strip() not in ("", "0")
+    return bool(int(choice))
 
 
 class LocalElasticAgent(SimpleElasticAgent):
@@ -58,6 +78,37 @@ class LocalElasticAgent(SimpleElasticAgent):
         )
         self.log_line_prefix_template = log_line_prefix_template
         self._ctx: PContext | None = None
+        self._run_dir: str | None = None  # <log_dir or a temp folder>/<run id>_<random>
+        self._temp_root: str | None = None  # the temp folder we made, when log_dir is None
+
+    def run(self, role: str = "default") -> RunResult:
+        try:
+            return super().run(role)
+        finally:
+            self._remove_temp_logs()
+
+    def _log_dir_for(self, envs: dict[int, dict[str, str]]) -> str:
+        """This run's own folder: every attempt of this agent writes under it, and a second
+        run into the same ``log_dir`` gets another (as torchrun's ``<run id>_<random>``)."""
+        if self._run_dir is None:
+            base = self._spec.log_dir
+            if base is None:
+                base = self._temp_root = make_temp_dir("tpelastic_")
+            run_id = next(iter(envs.values()), {}).get("TORCHELASTIC_RUN_ID", "run")
+            self._run_dir = make_run_dir(base, run_id)
+        return self._run_dir
+
+    def _remove_temp_logs(self) -> None:
+        # A temp folder we made goes, unless it holds logs the user asked for (--redirects or
+        # --tee without --log-dir: kept, as torchrun keeps its own, and said where).
+        root, self._temp_root = self._temp_root, None
+        if root is None:
+            return
+        spec = self._spec
+        if _asked_for_logs(spec.redirects) or _asked_for_logs(spec.tee):
+            log.info("worker logs are in %s", self._run_dir)
+            return
+        remove_tree(root)
 
     def _start_workers(self, envs: dict[int, dict[str, str]], attempt: str) -> None:
         spec = self._spec
@@ -68,12 +119,14 @@ class LocalElasticAgent(SimpleElasticAgent):
         args: Any = tuple(spec.args)
         if callable(target):
             args = {rank: tuple(spec.args) for rank in envs}
+        elif any("$" in str(a) for a in spec.args):
+            args = {rank: substitute_local_rank(spec.args, rank) for rank in envs}
         self._ctx = start_processes(
             name=spec.role,
             entrypoint=target,
             args=args,
             envs=envs,
-            log_dir=spec.log_dir,
+            log_dir=self._log_dir_for(envs),
             start_method=spec.start_method,
             redirects=spec.redirects,
             tee=spec.tee,

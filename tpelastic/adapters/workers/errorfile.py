@@ -82,8 +82,9 @@ def write_error_file(exc: BaseException, path: str | None = None) -> str | None:
 def read_error_file(path: str) -> dict[str, Any] | None:
     """Read an error file into a schema-1 dict; None when it is missing or unreadable.
 
-    A torch-style file (``{"message": {"message": ..., "extraInfo": {...}}}``) is converted to
-    schema 1 so torchrun-style workers still report their traceback.
+    A torch-style file (``{"message": {"message": ..., "extraInfo": {...}}}``) and tensorplay's
+    (``{"message": ..., "extraInfo": {"traceback": ...}}``) are converted to schema 1, so workers
+    that use torch's or tensorplay's ``@record`` still report their traceback.
     """
     try:
         with open(path, encoding="utf-8") as src:
@@ -93,6 +94,16 @@ def read_error_file(path: str) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         return None
     message = data.get("message")
+    extra = data.get("extraInfo")
+    if isinstance(message, str) and isinstance(extra, dict) and "schema_version" not in data:
+        # tensorplay's @record: {"message": repr(exc), "extraInfo": {"traceback": ...}}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "message": message,
+            "exception_type": None,
+            "traceback": extra.get("traceback"),
+            "timestamp": _float_or_none(extra.get("timestamp", data.get("timestamp"))),
+        }
     if isinstance(message, dict):
         extra = message.get("extraInfo") or {}
         return {

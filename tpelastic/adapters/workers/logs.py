@@ -1,7 +1,9 @@
 """Where a worker group's files go: one folder per attempt, one sub-folder per local rank.
 
 Layout (``attempt`` is the number or id the caller passes; without one the next free number is
-used):
+used). The agent passes its run's own folder as ``log_dir``: ``<--log-dir>/<run id>_<random>``
+(``make_run_dir``), in a temporary folder without ``--log-dir``, removed at the end of the run
+unless the user asked for logs (``--redirects``/``--tee``):
 
     <log_dir>/attempt_<attempt>/<local_rank>/stdout.log   (when stdout is redirected or teed)
                                             /stderr.log   (when stderr is redirected or teed)
@@ -105,22 +107,24 @@ _TEMP_VARS = ("TMPDIR", "TEMP", "TMP")
 _TEMP_DIRS = ("/tmp", "/var/tmp", "/usr/tmp")
 
 
-def make_temp_dir(prefix: str) -> str:
+def make_temp_dir(prefix: str, places: list[str] | None = None) -> str:
     """Create a new private (0700) folder named ``prefix`` + random hex, as ``tempfile.mkdtemp``.
 
     Our own because importing ``tempfile`` (and through it ``shutil``, ``bz2``, ``lzma`` and
     ``random``) cost every launch about 2 ms before its workers could start (issue 5). Looks in
     ``$TMPDIR``, ``$TEMP``, ``$TMP``, ``/tmp``, ``/var/tmp``, ``/usr/tmp`` and the current
-    folder, in that order, and takes the first where the folder can be made.
+    folder, in that order (or only in ``places``), and takes the first where the folder can be
+    made.
 
     Raises:
         WorkerStartError: no folder could be made in any of those places.
     """
-    places = [os.environ[v] for v in _TEMP_VARS if os.environ.get(v)] + list(_TEMP_DIRS)
-    try:
-        places.append(os.getcwd())
-    except OSError:  # the current folder was removed
-        places.append(os.curdir)
+    if places is None:
+        places = [os.environ[v] for v in _TEMP_VARS if os.environ.get(v)] + list(_TEMP_DIRS)
+        try:
+            places.append(os.getcwd())
+        except OSError:  # the current folder was removed
+            places.append(os.curdir)
     last = ""
     for place in places:
         for _ in range(10):  # a name taken already: try another
@@ -139,6 +143,53 @@ def make_temp_dir(prefix: str) -> str:
 _ATTEMPT_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
+def remove_tree(path: str) -> None:
+    """Remove ``path`` and everything under it, as far as possible (``shutil.rmtree`` with
+    ``ignore_errors``, without importing shutil on the launch path)."""
+    for folder, dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
+        for name in dirs:
+            full = os.path.join(folder, name)
+            try:
+                if os.path.islink(full):
+                    os.unlink(full)
+                else:
+                    os.rmdir(full)
+            except OSError:
+                pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def _ensure_folder(log_dir: str) -> None:
+    if os.path.exists(log_dir) and not os.path.isdir(log_dir):
+        raise WorkerStartError(f"log_dir {log_dir!r} exists and is not a directory")
+    try:
+        os.makedirs(log_dir, exist_ok=True)
+    except OSError as err:
+        raise WorkerStartError(f"cannot create log_dir {log_dir!r}: {err.strerror}") from None
+
+
+def make_run_dir(log_dir: str, run_id: str) -> str:
+    """Create and return a new folder for one run under ``log_dir``: ``<run_id>_<random>``.
+
+    Raises:
+        WorkerStartError: ``log_dir`` is not a usable folder.
+    """
+    _ensure_folder(log_dir)
+    stem = _NOT_IN_NAMES.sub("_", run_id)[:64] or "run"
+    return make_temp_dir(f"{stem}_", places=[log_dir])
+
+
 def make_attempt_dir(log_dir: str | None, attempt: int | str | None) -> str:
     """Create and return a new, empty attempt folder under ``log_dir``.
 
@@ -149,12 +200,7 @@ def make_attempt_dir(log_dir: str | None, attempt: int | str | None) -> str:
     if attempt is not None and not _ATTEMPT_ID.match(str(attempt)):
         raise WorkerStartError(f"invalid attempt id {attempt!r}: use letters, digits, _ . -")
     base = log_dir if log_dir is not None else make_temp_dir("tpelastic_")
-    if os.path.exists(base) and not os.path.isdir(base):
-        raise WorkerStartError(f"log_dir {base!r} exists and is not a directory")
-    try:
-        os.makedirs(base, exist_ok=True)
-    except OSError as err:
-        raise WorkerStartError(f"cannot create log_dir {base!r}: {err.strerror}") from None
+    _ensure_folder(base)
     stem = f"attempt_{attempt}" if attempt is not None else None
     for n in range(100000):
         if stem is None:
@@ -174,4 +220,12 @@ DefaultLogsSpecs = LogsSpecs
 """torch's name for the default layout: :class:`LogsSpecs` itself."""
 
 
-__all__ = ["DefaultLogsSpecs", "LogsSpecs", "RankFiles", "make_attempt_dir"]
+__all__ = [
+    "DefaultLogsSpecs",
+    "LogsSpecs",
+    "RankFiles",
+    "make_attempt_dir",
+    "make_run_dir",
+    "make_temp_dir",
+    "remove_tree",
+]
