@@ -43,6 +43,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 Options = Mapping[str, Any]
 
 _STARTUP_TIMEOUT = 60.0  # a Python start on a loaded 2-core machine can take seconds
+_UP = ("starting", "joining", "training", "leaving")
 _QUIET_AFTER = 0.3  # a checkpoint pumps this long before judging the intervals
 
 
@@ -327,6 +328,11 @@ class HandlerConformance(RuleBasedStateMachine):
     def _with(self, *statuses: str) -> list[_Agent]:
         return [a for _, a in sorted(self.agents.items()) if a.status in statuses]
 
+    def _candidates(self, *statuses: str) -> list[_Agent]:
+        """The agents in ``statuses``, once some are (waiting up to ``step_timeout``)."""
+        self._pump_until(lambda: bool(self._with(*statuses)), self.step_timeout)
+        return self._with(*statuses)
+
     def _free_slots(self) -> list[int]:
         gone = ("left", "crashed", "gave_up", "exited")
         agents = self.agents
@@ -374,11 +380,16 @@ class HandlerConformance(RuleBasedStateMachine):
         agent = self._spawn(slot, gated=False)
         self._pump_until(lambda: agent.started, _STARTUP_TIMEOUT)
 
-    @precondition(lambda self: self.elastic and bool(self._with("training")))
+    # Preconditions read only what the machine's own steps decide (who was started, left or
+    # killed), never what the agents reported by now: hypothesis replays the same choices
+    # when it shrinks a failure, though real processes take their own time.
+    @precondition(lambda self: self.elastic and bool(self._with(*_UP)))
     @rule(pick=st.integers(0, 7))
     def leave(self, pick: int) -> None:
         """A training node leaves gracefully (``shutdown``)."""
-        candidates = self._with("training")
+        candidates = self._candidates("training")
+        if not candidates:
+            return
         agent = candidates[pick % len(candidates)]
         key = agent.key
         agent.send("leave")
@@ -388,11 +399,13 @@ class HandlerConformance(RuleBasedStateMachine):
             )
         self._mates_rejoin(agent, key)
 
-    @precondition(lambda self: bool(self._with("joining", "training")))
+    @precondition(lambda self: bool(self._with(*_UP)))
     @rule(pick=st.integers(0, 7))
     def crash(self, pick: int) -> None:
         """A node dies without a goodbye (SIGKILL): no shutdown, no more heartbeats."""
-        candidates = self._with("joining", "training")
+        candidates = self._candidates("joining", "training")
+        if not candidates:
+            return
         agent = candidates[pick % len(candidates)]
         self._pump(0.0)
         key = agent.key
@@ -403,11 +416,13 @@ class HandlerConformance(RuleBasedStateMachine):
         agent.status = "crashed"
         self._mates_rejoin(agent, key)
 
-    @precondition(lambda self: bool(self._with("joining", "training")))
+    @precondition(lambda self: bool(self._with(*_UP)))
     @rule(pick=st.integers(0, 7), long=st.booleans())
     def pause(self, pick: int, long: bool) -> None:
         """A node stops (SIGSTOP) and resumes: briefly, or long enough to be declared dead."""
-        candidates = self._with("joining", "training")
+        candidates = self._candidates("joining", "training")
+        if not candidates:
+            return
         agent = candidates[pick % len(candidates)]
         self._pump(0.0)
         seconds = 2.0 * self.dead_after if long else 0.2 * self.dead_after
