@@ -7,19 +7,51 @@ import os
 import sys
 import time
 
+import psutil
 import pytest
-from conftest import alive, read_pids, script
 
 from tpelastic.adapters.workers import subreaper
 from tpelastic.multiprocessing import start_processes
 
-sys.path.insert(0, os.path.dirname(script("daemonize.py")))
-from daemonize import daemonize
+# Helpers of our own, not conftest's: a spawned worker may import this module, and the name
+# ``conftest`` is another folder's there.
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 
 
-def leave_a_daemon(pid_dir: str, new_session: bool) -> int:
-    daemonize(pid_dir, f"daemon{os.environ['LOCAL_RANK']}", new_session)
-    return os.getpid()
+def script(name: str) -> str:
+    return os.path.join(SCRIPTS, name)
+
+
+def read_pids(folder: str, name: str, timeout: float = 10.0) -> list[int]:
+    path = os.path.join(folder, name)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.01)
+    with open(path) as src:
+        return [int(p) for p in src.read().split()]
+
+
+def alive(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+@pytest.fixture
+def pid_dir(tmp_path):
+    folder = tmp_path / "pids"
+    folder.mkdir()
+    return str(folder)
+
+
+sys.path.insert(0, SCRIPTS)
+from daemonize import leave_a_daemon  # noqa: E402
 
 
 def _envs(pid_dir: str) -> dict[int, dict[str, str]]:

@@ -24,6 +24,12 @@ def daemonize(pid_dir: str, name: str, new_session: bool = True) -> None:
     os.wait()
 
 
+def leave_a_daemon(pid_dir: str, new_session: bool) -> int:
+    """A callable worker (multiprocessing) that leaves a daemon, then returns."""
+    daemonize(pid_dir, f"daemon{os.environ['LOCAL_RANK']}", new_session)
+    return os.getpid()
+
+
 if __name__ == "__main__":
     daemonize(
         os.environ["PID_DIR"], f"daemon{os.environ['LOCAL_RANK']}", "keep-session" not in sys.argv
