@@ -147,15 +147,17 @@ def look_next_round(state: MemberState, event: LookDone, config: MemberConfig) -
 
 
 def look_next_attempt(state: MemberState, event: LookDone, config: MemberConfig) -> bool:
-    """Neither closed nor a next round, and our round's next in-place attempt opened?"""
+    """Neither closed nor a next round, and our round's next in-place attempt opened? A node
+    in no round yet (round -1) has no attempt to follow."""
     quiet = event.closed is None and event.next_opened is None
-    return quiet and event.next_attempt is not None
+    return quiet and event.next_attempt is not None and event.round >= 0
 
 
 def look_nodes_waiting(state: MemberState, event: LookDone, config: MemberConfig) -> bool:
     """Nothing above, the workers run, and nodes wait to join?"""
-    quiet = event.closed is None and event.next_opened is None and event.next_attempt is None
-    return quiet and event.running and event.waiting > 0
+    quiet = event.closed is None and event.next_opened is None
+    follows = event.next_attempt is not None and event.round >= 0
+    return quiet and not follows and event.running and event.waiting > 0
 
 
 def looks_left(state: MemberState, event: LookFailed, config: MemberConfig) -> bool:
