@@ -257,3 +257,19 @@ def test_the_liveness_explorer_reports_a_table_that_never_forms_a_world() -> Non
     assert found.stall is not None
     assert found.stall.events == ()  # the initial state already cannot settle
     assert "joining" in found.stall.detail
+
+
+def test_S1_a_lone_node_whose_join_a_store_outage_cut_ends_within_the_settle_time() -> None:
+    """Two crashes and a leave leave one node; a 12 s store outage interrupts its join. It must
+    end with its join timeout inside the settle window (it ended 1 s after a window that had no
+    room for the beat at which the retried join's deadline starts)."""
+    faults_ = [
+        _fault("crash", 1.0, 1, 1.0, 0.0),
+        _fault("crash", 5.0, 0, 1.0, 0.0),
+        _fault("leave", 0.0, 0, 1.0, 0.0),
+        _fault("partition", 1.0, 0, 3.0, 0.0),
+        _fault("store_down", 16.0, 0, 12.0, 0.0),
+    ]
+    cluster = run_to_end(faults_)
+    assert liveness_problems(cluster) == []
+    assert cluster.nodes["node2"].status is Status.FAILED

@@ -21,10 +21,13 @@ _GONE = (Status.CRASHED, Status.LEFT)
 
 def settle_time(config: RendezvousConfig, latency: float = 0.0, retry_after: float = 0.0) -> float:
     """Virtual seconds after the last fault within which a live run must have settled: a join
-    that times out, a dead node found, a last call, a retry, with room for a few round trips."""
+    that times out, a dead node found, a last call, a retry, with room for a few round trips.
+    A join that a store outage interrupted starts its deadline again only at the first beat
+    after the store answers, so one heartbeat interval more."""
     return (
         config.join_timeout
         + 2 * config.heartbeat_timeout
+        + config.heartbeat_interval
         + config.last_call_timeout
         + retry_after
         + 100 * latency
