@@ -37,7 +37,7 @@ class ServerLimits:
     max_reply_bytes: int = 32 * _MIB
     # Bytes buffered for all connections together (requests being received, replies not yet
     # read): past it, the connection holding the most is closed.
-    max_buffered_bytes: int = 48 * _MIB
+    max_buffered_bytes: int = 32 * _MIB
     # Keys waited on by all parked waits together.
     max_parked_keys: int = 262_144
     max_connections_per_peer: int = 4096
