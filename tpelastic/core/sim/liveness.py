@@ -20,16 +20,26 @@ _GONE = (Status.CRASHED, Status.LEFT)
 
 
 def settle_time(config: RendezvousConfig, latency: float = 0.0, retry_after: float = 0.0) -> float:
-    """Virtual seconds after the last fault within which a live run must have settled: a join
-    that times out, a dead node found, a last call, a retry, with room for a few round trips.
-    A join that a store outage interrupted starts its deadline again only at the first beat
-    after the store answers, so one heartbeat interval more."""
+    """Virtual seconds after the last fault within which a live run must have settled.
+
+    The longest chain of waits after the store answers again, each starting when the one
+    before ended (specs/simulation.md, S1): the retry of a join the outage cut (``retry_after``);
+    a follower's takeover of a closer that crashed after opening the round
+    (``takeover_delay``); the declaration of the previous round's crashed members, whose
+    clock starts at the takeover's first look (``heartbeat_timeout``); the last call; the
+    ring finding a member that crashed after arriving, which the round admitted (one beat
+    interval to its first sighting, the timeout, a beat interval to the look that sees it);
+    and the join that then cannot complete (``join_timeout``). Round trips and wake-ups take
+    the latencies, and 5 s of slack absorb the float rounding of the beat ticks.
+    """
     return (
-        config.join_timeout
-        + 2 * config.heartbeat_timeout
-        + config.heartbeat_interval
+        retry_after
+        + config.takeover_delay
+        + config.heartbeat_timeout
         + config.last_call_timeout
-        + retry_after
+        + config.heartbeat_timeout
+        + 2 * config.heartbeat_interval
+        + config.join_timeout
         + 100 * latency
         + 5.0
     )
