@@ -30,7 +30,7 @@ from tpelastic.adapters.rendezvous.errors import (
     store_errors_as_rendezvous_errors,
 )
 from tpelastic.adapters.stores.errors import StoreUnavailable
-from tpelastic.core.rendezvous import join
+from tpelastic.core.rendezvous import join, member
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.membership import heartbeat_ops
@@ -49,6 +49,7 @@ from tpelastic.core.rendezvous.ops import (
     StoreWait,
     WaitEnded,
 )
+from tpelastic.core.rendezvous.records import StateCorrupt
 from tpelastic.core.rendezvous.state import (
     JoinRequested,
     JoinState,
@@ -268,6 +269,57 @@ def _carry_out(
     return next_event
 
 
+def run_member(
+    store: KeyValueStore,
+    state: member.MemberState,
+    event: object,
+    config: RendezvousConfig,
+    clock: Callable[[], float],
+) -> tuple[member.MemberState, object]:
+    """Step a round member's machine from ``event`` to its outcome (``Looked`` or ``Closed``),
+    carrying out its store requests in order; return the new state and the outcome.
+
+    The replies are decoded into the machine's typed facts (``member.decode``) before each
+    step. The caller keeps its old state when this raises: a request the store failed leaves
+    nothing half done that a later look must know of.
+
+    Raises:
+        StoreUnavailable: the store could not be reached.
+        StateCorrupt: the store holds something this node cannot read.
+        RuntimeError: the machine rejected an event: a bug in the driver or the core.
+    """
+    while True:
+        result = member.step(state, event, config)
+        state = result.state
+        next_event: object | None = None
+        for effect in result.effects:
+            if isinstance(effect, StoreOps):
+                done = OpsDone(replies=execute_ops(store, effect.ops), now=clock())
+                next_event = member.decode(state, done, config)
+            elif isinstance(effect, (member.Looked, member.Closed)):
+                return state, effect
+            elif isinstance(effect, member.MemberFailed):
+                raise StateCorrupt(effect.reason)
+            elif isinstance(effect, Emit) and effect.name == "rdzv.found_dead":
+                said = effect.as_dict()
+                log.warning(
+                    "round %s: %s missed its heartbeats; reporting it dead",
+                    said.get("round"),
+                    said.get("node"),
+                )
+            elif isinstance(effect, Emit):
+                log.info("%s %s", effect.name, effect.as_dict())
+            elif isinstance(effect, Rejected):
+                raise RuntimeError(
+                    f"member machine rejected {effect.event} in {effect.phase}: {effect.reason}"
+                )
+            else:
+                raise RuntimeError(f"member machine returned an unknown effect {effect!r}")
+        if next_event is None:
+            raise RuntimeError(f"member machine stalled in {state.phase.name} with no effect")
+        event = next_event
+
+
 class KeepAlive:
     """Beat ``RunKeys(run_id).heartbeat(node)`` every ``config.heartbeat_interval`` seconds: bump
     the counter, or (``config.leased_liveness``) write the key under this node's lease, which
@@ -343,4 +395,11 @@ class KeepAlive:
             self.beat()
 
 
-__all__ = ["JoinStepRecorder", "KeepAlive", "execute_ops", "run_join", "set_step_recorder"]
+__all__ = [
+    "JoinStepRecorder",
+    "KeepAlive",
+    "execute_ops",
+    "run_join",
+    "run_member",
+    "set_step_recorder",
+]

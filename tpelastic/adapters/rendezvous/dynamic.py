@@ -39,7 +39,7 @@ from tpelastic.adapters.rendezvous.backends import (
     supports_leases,
     supports_wait_any,
 )
-from tpelastic.adapters.rendezvous.driver import KeepAlive, execute_ops, run_join
+from tpelastic.adapters.rendezvous.driver import KeepAlive, execute_ops, run_join, run_member
 from tpelastic.adapters.rendezvous.dynamic_member import MemberActions
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousError,
@@ -53,10 +53,9 @@ from tpelastic.adapters.rendezvous.parameters import RendezvousParameters, Rende
 from tpelastic.adapters.rendezvous.settings import RendezvousSettings
 from tpelastic.adapters.stores.prefixed import PrefixedStore
 from tpelastic.core.membership import keep_alive_lapsed
-from tpelastic.core.rendezvous import attempts, membership
+from tpelastic.core.rendezvous import attempts, member, membership
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
-from tpelastic.core.rendezvous.liveness import LivenessTracker
 from tpelastic.core.rendezvous.ops import JoinSucceeded
 from tpelastic.core.rendezvous.records import (
     RoundResult,
@@ -75,9 +74,6 @@ log = logging.getLogger(__name__)
 SHUTDOWN_BUDGET = 1.0
 # How long shutdown() waits for the heartbeat thread (a daemon) once asked to stop.
 _KEEP_ALIVE_JOIN = 0.2
-# How many round results set_closed reads past the published hint to find the forming round.
-# The hint lags the truth by at most the rounds whose closer has not bumped it yet: a handful.
-_MAX_PROBES = 1000
 
 
 def default_node_id() -> str:
@@ -155,18 +151,14 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         self._keep_alive: KeepAlive | None = None
         self._keep_alive_started = 0.0
         self._joined: JoinSucceeded | None = None
-        # Our own sightings of the ring successor's heartbeat counter; reset every round.
-        self._liveness = LivenessTracker()
+        # The member machine's view of our round (its looks, the ring successor's sightings,
+        # what looks saw present); a fresh one after every completed join.
+        self._member = member.member_state(self._keys, self.node_id)
         self._closed = False
         self._shut_down: bool | None = None  # None: running; else shutdown()'s answer
         self._wait_any = supports_wait_any(store)
-        # The round whose arrival counter a look has seen present: wait_for_change leaves that
-        # key out (it stays present, so waiting on it would return at once, again and again).
-        self._arrivals_seen: int | None = None
-        # The in-place attempt of our round this node runs (0 after every next_rendezvous), and
-        # the one a look saw opened (wait_for_change leaves that key out until we follow it).
+        # The in-place attempt of our round this node runs (0 after every next_rendezvous).
         self._attempt = 0
-        self._attempt_seen = 0
 
     @classmethod
     def from_parameters(
@@ -281,15 +273,15 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
             from_round=previous.result.round_no if previous else None,
             reason=reason,
             # The attempts spent in our last round: its closer carries them into the new count.
-            attempt=max(self._attempt, self._attempt_seen) if previous else 0,
+            attempt=max(self._attempt, self._member.attempt_seen) if previous else 0,
             clock=self._clock,
             # A join that loses the store resumes the node's place only while its own
             # heartbeats held: otherwise a peer may already have found it dead.
             heartbeats_held=self.keep_alive_healthy,
         )
         self._joined = joined
-        self._liveness = LivenessTracker()
-        self._attempt = self._attempt_seen = 0
+        self._member = member.member_state(self._keys, self.node_id, joined.result)
+        self._attempt = 0
         return self._info(joined)
 
     def is_closed(self) -> bool:
@@ -317,8 +309,10 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
             RendezvousStateError: the round results are unreadable.
         """
         with self._errors("closing the rendezvous"):
-            forming = self._forming_round()
-            execute_ops(self._store, membership.close_ops(self._keys, forming, outcome, reason))
+            event = member.CloseRequested(now=self._clock(), outcome=outcome, reason=reason)
+            self._member, _ = run_member(
+                self._store, self._member, event, self.settings.config, self._clock
+            )
         self._closed = True
 
     def num_nodes_waiting(self) -> int:
@@ -460,24 +454,6 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         if isinstance(self._store, StoreRendezvousBackend):
             return self._store.scoped(prefix)
         return PrefixedStore(self._store, prefix)
-
-    def _forming_round(self) -> int:
-        # Results exist for every round up to the forming one; the published counter is only
-        # a hint, so scan forward from it (and from our own round), then back if it overshot.
-        start = decode_counter(self._store.get(self._keys.published_rounds()))
-        if self._joined is not None:
-            start = max(start, self._joined.result.round_no + 1)
-        for round_no in range(start, start + _MAX_PROBES):
-            if self._store.get(self._keys.result(round_no)) is None:
-                # Results are written in order: a missing previous one means the hint ran
-                # ahead (or the store started again empty), so the forming round is lower.
-                while round_no > 0 and self._store.get(self._keys.result(round_no - 1)) is None:
-                    round_no -= 1
-                return round_no
-        raise RendezvousStateError(
-            f"run {self.settings.run_id!r}: no forming round within {_MAX_PROBES} rounds of "
-            f"round {start}"
-        )
 
 
 __all__ = [

@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING
 
 from attrs import evolve
 
-from tpelastic.adapters.rendezvous.driver import execute_ops
-from tpelastic.core.rendezvous import attempts, membership
+from tpelastic.adapters.rendezvous.driver import execute_ops, run_member
+from tpelastic.core.rendezvous import attempts, member, membership
 from tpelastic.core.rendezvous.keys import RunKeys
-from tpelastic.core.rendezvous.liveness import LivenessTracker, judge
 from tpelastic.core.rendezvous.membership import RoundWatch
-from tpelastic.core.rendezvous.ops import Get, JoinSucceeded
-from tpelastic.core.rendezvous.records import RoundResult, decode_reason
+from tpelastic.core.rendezvous.ops import JoinSucceeded
+from tpelastic.core.rendezvous.records import RoundResult
 
 if TYPE_CHECKING:
     from tpelastic.adapters.ports import KeyValueStore
@@ -45,13 +44,11 @@ class MemberActions:
         _store: KeyValueStore
         _clock: Callable[[], float]
         _joined: JoinSucceeded | None
-        _liveness: LivenessTracker
+        _member: member.MemberState
         _closed: bool
         _shut_down: bool | None
         _wait_any: bool
-        _arrivals_seen: int | None
         _attempt: int
-        _attempt_seen: int
 
         def _errors(self, doing: str) -> AbstractContextManager[None]: ...
         def _require_round(self, what: str) -> RoundResult: ...
@@ -64,38 +61,26 @@ class MemberActions:
         was the next in-place attempt of our round opened (``next_attempt``: the opener's
         reason; the attempt is :attr:`attempt` + 1)?
 
-        Also looks at the ring successor's heartbeat: with leases, its key gone means dead at
-        once; otherwise its counter is timed on this node's clock and not moving for the
-        heartbeat timeout means dead. A dead successor is reported, which opens the next round
-        (``next_opened`` is then ``"membership"``). Costs 4-5 store reads.
+        The same batch reads the ring successor's heartbeat; the member machine
+        (:mod:`tpelastic.core.rendezvous.member`) judges it and, when it is dead, reports it,
+        which opens the next round (``next_opened`` is then ``"membership"``, or the reason of
+        whoever opened it first). Costs one batch of 4-5 reads (one round trip where the store
+        reads many keys at once), plus one of two writes for a report.
 
         Raises:
             RendezvousError: no round completed yet (call :meth:`next_rendezvous` first).
             RendezvousConnectionError, RendezvousStateError: as for :meth:`is_closed`.
         """
-        result = self._require_round("watch")
+        self._require_round("watch")
         with self._errors("watching the next round"):
-            ops = membership.watch_ops(self._keys, result.round_no, self._attempt)
-            seen = membership.read_watch(execute_ops(self._store, ops))
-            if seen.waiting > 0:
-                self._arrivals_seen = result.round_no + 1
-            if seen.next_attempt is not None:
-                self._attempt_seen = max(self._attempt_seen, self._attempt + 1)
-            if seen.closed is not None:
-                self._closed = True
-            elif seen.next_opened is None:
-                dead = self._dead_successor(result)
-                if dead is not None:
-                    log.warning(
-                        "round %d: %s missed its heartbeats; reporting it dead",
-                        result.round_no,
-                        dead,
-                    )
-                    ops = membership.report_dead_ops(self._keys, result, dead)
-                    opened = execute_ops(self._store, ops)[-1]
-                    assert isinstance(opened, bytes)
-                    seen = evolve(seen, next_opened=decode_reason(opened))
-        return seen
+            event = member.LookRequested(now=self._clock(), attempt=self._attempt)
+            self._member, looked = run_member(
+                self._store, self._member, event, self.settings.config, self._clock
+            )
+        assert isinstance(looked, member.Looked)
+        if looked.watch.closed is not None:
+            self._closed = True
+        return looked.watch
 
     def can_wait_for_change(self) -> bool:
         """Whether :meth:`wait_for_change` really blocks: the store holds a wait for any of
@@ -106,11 +91,11 @@ class MemberActions:
     def wait_for_change(self, timeout: float) -> bool:
         """Block until something a :meth:`watch` reports may have changed, or ``timeout`` s pass.
 
-        One held store wait for any of the keys :meth:`watch` reads: the rendezvous closed,
-        the next round opened, the next in-place attempt opened (until a look has seen it), or
-        (until a look has seen one) a node arrived at the next round. It decides
-        nothing: True means "look now"; the look and the core decide what it means. It does not
-        see a silent (dead) successor: only a look's heartbeat check does.
+        One held store wait for any of the keys :meth:`watch` reads (``member.change_keys``):
+        the rendezvous closed, the next round opened, the next in-place attempt opened (until a
+        look has seen it), or (until a look has seen one) a node arrived at the next round. It
+        decides nothing: True means "look now"; the look and the core decide what it means. It
+        does not see a silent (dead) successor: only a look's heartbeat check does.
 
         Returns:
             True when one of the keys exists; False at the timeout, and at once when the store
@@ -120,16 +105,10 @@ class MemberActions:
             RendezvousConnectionError: the store could not be reached (or was closed by
                 :meth:`shutdown` while waiting).
         """
-        joined = self._joined
-        if not self._wait_any or joined is None or self._shut_down is not None:
+        if not self._wait_any or self._joined is None or self._shut_down is not None:
             return False
-        round_no, attempt = joined.result.round_no, self._attempt
-        ops = membership.watch_ops(self._keys, round_no, attempt)
-        keys = [op.key for op in ops if isinstance(op, Get)]
-        if self._arrivals_seen == round_no + 1:
-            keys.remove(self._keys.arrivals(round_no + 1))
-        if self._attempt_seen > attempt:  # seen, not yet followed: it stays present
-            keys.remove(attempts.next_attempt_key(self._keys, round_no, attempt))
+        # The attempt this node runs now: a follow since the last look moves the wait on.
+        keys = member.change_keys(evolve(self._member, attempt=self._attempt))
         with self._errors("waiting for a change to the next round"):
             return bool(self._store.wait_any(keys, timeout))  # type: ignore[attr-defined]
 
@@ -201,22 +180,6 @@ class MemberActions:
         self._require_round("attempt_info")
         assert self._joined is not None
         return self._info(self._joined, attempt=self._attempt, timeout=timeout)
-
-    def _dead_successor(self, result: RoundResult) -> str | None:
-        successor = membership.ring_successor(result, self.node_id)
-        if successor is None:
-            return None
-        beat = self._store.get(self._keys.heartbeat(successor))
-        config = self.settings.config
-        self._liveness, dead = judge(
-            self._liveness,
-            successor,
-            beat,
-            self._clock(),
-            config.heartbeat_timeout,
-            config.leased_liveness,
-        )
-        return successor if dead else None
 
 
 __all__ = ["MemberActions"]
