@@ -3,8 +3,9 @@
 While its workers run (and at the exit barrier, and while a failure is held) an agent looks at
 the rendezvous beyond its round, reads its own keep-alive, and, when a join reports the run
 closed, looks once more at how it was closed. This machine turns those observations into the
-agent's events (``tpelastic.core.agent``): the adapter feeds each observation here first and the
-effects, in order, to the agent table (specs/membership.md, "Composition"). It decides
+agent's events (``tpelastic.core.agent``): the node's composed step (:mod:`tpelastic.core.node`)
+feeds each observation here first and the effects, in order, to the agent table (specs/node.md).
+It decides
 
 * what one look means, in priority order: the run closed, then the next round opened (this node
   is fenced out of its world), then the next in-place attempt of its round, then nodes waiting

@@ -54,7 +54,6 @@ class EffectHandlers:
     if TYPE_CHECKING:  # provided by the loop, its subclasses and InPlaceRestarts
 
         def _look(self, now: float, *, running: bool) -> Any | None: ...
-        def _member_step(self, observed: object) -> Any | None: ...
         def _enter_attempt(self, effect: core.StartWorkers) -> Joined | None: ...
         def _start_workers(self, envs: dict[int, dict[str, str]], attempt: str) -> None: ...
         def _stop_workers(self, reason: str) -> None: ...
@@ -115,19 +114,13 @@ class EffectHandlers:
         )
 
     def _closed_while_joining(self, why: str) -> Any:
-        """What the join's close means, as the membership core reads it (one more look)."""
+        """The join's close with one more look at it, for the node step to read."""
         now = time.monotonic()
         try:
             closed = self._membership.look().closed
         except Exception:  # the store may be gone with the job: the core reads None
             closed = None
-        event = self._member_step(members.JoinClosed(now=now, why=why, closed=closed))
-        if isinstance(event, core.RendezvousClosed):
-            outcome = event.outcome
-            self._obs.rendezvous("closed", node_state(outcome), f"{outcome}: {event.reason}")
-        else:
-            self._obs.rendezvous("closed", "FAILED", why)
-        return event
+        return members.JoinClosed(now=now, why=why, closed=closed)
 
     def _do_StartWorkers(self, effect: core.StartWorkers) -> None:
         joined = self._enter_attempt(effect) if effect.attempt else self._membership.joined

@@ -1,9 +1,11 @@
 """SimpleElasticAgent: the run loop. It observes and carries out; the core's agent table decides.
 
 Each pass takes one observation (a queued outcome of the last effect, else a look at the
-workers and the rendezvous), feeds it to ``tpelastic.core.agent.step`` and carries out the
-returned effects in the order given (StopWorkers before any join: see specs/agent.md). Blocking
-effects (joining a round, the exit barrier) turn their outcome into the next observation.
+workers and the rendezvous), feeds it to the node's composed step
+(``tpelastic.core.node.node_step``: membership, then the agent table) and carries out the
+returned effects in the order given (StopWorkers before any join: see specs/agent.md and
+specs/node.md). Blocking effects (joining a round, the exit barrier) turn their outcome into
+the next observation.
 
 Worker exits are seen the moment they happen (``PContext.wait`` wakes on an exit). Membership is
 looked at every 0.25 s while workers run; where the store holds a wait for any of several keys
@@ -45,9 +47,9 @@ from tpelastic.adapters.workers.signals import (
 )
 from tpelastic.core import agent as core
 from tpelastic.core import membership as members
+from tpelastic.core import node as composed
 from tpelastic.core.agent.states import TERMINAL
 from tpelastic.core.group_values import WorkerGroup
-from tpelastic.core.values import Rejected
 from tpelastic.core.worker_values import WorkerState
 
 if TYPE_CHECKING:
@@ -123,14 +125,16 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
             restart_in_place=self._membership.in_place,
             collateral_window=self._membership.collateral_window(),
         )
-        self._state = core.initial_state(self._config)
+        self._node_config = composed.NodeConfig(
+            agent=self._config, member=self._membership.member_config()
+        )
+        self._node = composed.initial_node_state(self._node_config)
+        self._state = self._node.agent
         self._queue: deque[Any] = deque()
         self._join_reason: str | None = None
         self._group: WorkerGroup | None = None
         self._return_values: dict[int, Any] = {}
         self._failures: dict[int, ProcessFailure] = {}
-        self._member_config = self._membership.member_config()
-        self._member = members.MemberState()
         self._next_look = 0.0
         self._watcher: RoundWatcher | None = None
         self._old_watchers: list[RoundWatcher] = []  # stopped, maybe still in a store wait
@@ -216,12 +220,24 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
                 self._queue.clear()
                 self._feed(core.SignalReceived(now=time.monotonic(), signum=int(stop.sigval)))
 
-    def _feed(self, event: Any) -> None:
-        before, result = self._state, core.step(self._state, event, self._config)
-        self._state = result.state
-        self._obs.stepped(before, event, result)
-        for effect in result.effects:
+    def _feed(self, observation: Any) -> None:
+        done = composed.node_step(self._node, observation, self._node_config)
+        self._node, self._state = done.state, done.state.agent
+        for taken in done.agent_steps:
+            self._obs.stepped(taken.before, taken.event, taken.result)
+            self._noted(observation, taken.event)
+        for effect in done.effects:
             self._execute(effect)
+
+    def _noted(self, observation: Any, event: Any) -> None:
+        """Records and bookkeeping for what the rendezvous told the agent."""
+        if isinstance(event, core.RendezvousClosed):
+            closed = event.outcome
+            self._obs.rendezvous("closed", node_state(closed), f"{closed}: {event.reason}")
+        elif isinstance(observation, members.JoinClosed):
+            self._obs.rendezvous("closed", "FAILED", observation.why)
+        elif isinstance(event, core.NextRoundOpened):
+            self._join_reason = None  # a peer opened it: this node has nothing to open
 
     def _result(self) -> RunResult:
         state = self._state
@@ -358,7 +374,8 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         return core.WorkersFailed(now=now, failures=failures)
 
     def _look(self, now: float, *, running: bool) -> Any | None:
-        """One look at the rendezvous, as the membership core reads it (None: nothing new)."""
+        """One look at the rendezvous: the observation when it is news for the agent (fed to
+        the node step next), else None (the membership reading is stepped at once)."""
         try:
             seen = self._membership.look()
         except rz.RendezvousError as error:
@@ -372,22 +389,15 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
             waiting=seen.waiting,
             running=running,
         )
-        event = self._member_step(looked)
-        if isinstance(event, core.RendezvousClosed):
-            closed = event.outcome
-            self._obs.rendezvous("closed", node_state(closed), f"{closed}: {event.reason}")
-        elif isinstance(event, core.NextRoundOpened):
-            self._join_reason = None  # a peer opened it: this node has nothing to open
-        return event
+        return self._member_step(looked)
 
     def _member_step(self, observed: object) -> Any | None:
-        """Step the membership core; its effects are the agent's events (at most one here)."""
-        result = members.step(self._member, observed, self._member_config)
-        self._member = result.state
-        events = [e for e in result.effects if not isinstance(e, Rejected)]
-        for rejected in set(result.effects) - set(events):
-            log.warning("membership rejected %s", rejected)
-        return events[0] if events else None
+        """``observed`` when it is news for the agent, to be fed to the node step next; else
+        None, and the node step (which then only updates the membership reading) is taken now."""
+        if composed.has_news(self._node, observed, self._node_config):
+            return observed
+        self._feed(observed)
+        return None
 
     # -- carrying out effects -------------------------------------------------------------------
 

@@ -1,0 +1,122 @@
+"""The composed node step: membership first, then the agent table, in one documented order."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "properties"))
+from strategies_core import agent_configs, agent_events
+
+from tpelastic.core import agent as ag
+from tpelastic.core import membership as mb
+from tpelastic.core import node as nd
+from tpelastic.core.values import Rejected
+
+MEMBER = mb.MemberConfig(heartbeat_timeout=3.0, heartbeat_interval=1.0, looks_lost=2)
+
+member_events = st.one_of(
+    st.builds(
+        mb.LookDone,
+        now=st.floats(0, 100),
+        round=st.integers(-1, 5),
+        closed=st.none() | st.tuples(st.sampled_from(["succeeded", "failed"]), st.just("r")),
+        next_opened=st.none() | st.sampled_from(["membership", "scale_up"]),
+        next_attempt=st.none() | st.tuples(st.integers(1, 4), st.just("exit 1")),
+        waiting=st.integers(0, 3),
+        running=st.booleans(),
+    ),
+    st.builds(mb.LookFailed, now=st.floats(0, 100), reason=st.just("busy")),
+    st.builds(mb.KeepAliveRead, now=st.floats(0, 100), last_beat=st.floats(0, 100)),
+    st.builds(
+        mb.JoinClosed,
+        now=st.floats(0, 100),
+        why=st.just("closed"),
+        closed=st.none() | st.tuples(st.just("failed"), st.just("budget")),
+    ),
+)
+observations = st.lists(st.one_of(agent_events, member_events), max_size=25)
+
+
+def _by_hand(
+    state: nd.NodeState, observation: object, config: nd.NodeConfig
+) -> tuple[nd.NodeState, tuple[object, ...]]:
+    """The composition spelled out: membership's events, then each through the agent table."""
+    member, effects = state.member, ()
+    if isinstance(observation, mb.MEMBER_EVENTS):
+        read = mb.step(state.member, observation, config.member)
+        member = read.state
+        events = tuple(e for e in read.effects if not isinstance(e, Rejected))
+        effects += tuple(e for e in read.effects if isinstance(e, Rejected))
+    else:
+        events = (observation,)
+    agent = state.agent
+    for event in events:
+        result = ag.step(agent, event, config.agent)  # type: ignore[arg-type]
+        agent, effects = result.state, effects + result.effects
+    return nd.NodeState(agent=agent, member=member), effects
+
+
+@given(config=agent_configs(), seen=observations)
+def test_N1_a_node_step_is_membership_then_the_agent_in_order(
+    config: ag.AgentConfig, seen: list[object]
+) -> None:
+    """A membership observation reaches the agent only as the membership machine's effects,
+    in order; an agent observation goes to the agent table as it is; the effects are the
+    membership machine's rejections, then the agent's, in order."""
+    node_config = nd.NodeConfig(agent=config, member=MEMBER)
+    state = nd.initial_node_state(node_config)
+    for observation in seen:
+        done = nd.node_step(state, observation, node_config)
+        assert (done.state, done.effects) == _by_hand(state, observation, node_config)
+        state = done.state
+
+
+@given(config=agent_configs(), seen=observations)
+def test_N2_the_agent_steps_taken_replay_through_the_agent_table(
+    config: ag.AgentConfig, seen: list[object]
+) -> None:
+    """Every agent step a node step takes is listed (state before, event, result) and chains:
+    replayed through ``agent.step`` from the initial state they reach the node's agent state;
+    ``has_news`` holds exactly when a step reaches the agent, and a step without news changes
+    nothing but the membership reading and orders nothing but rejections."""
+    node_config = nd.NodeConfig(agent=config, member=MEMBER)
+    state = nd.initial_node_state(node_config)
+    replayed = ag.initial_state(config)
+    for observation in seen:
+        news = nd.has_news(state, observation, node_config)
+        done = nd.node_step(state, observation, node_config)
+        assert news == bool(done.agent_steps)
+        if not news:
+            assert done.state.agent == state.agent
+            assert all(isinstance(e, Rejected) for e in done.effects)
+        for taken in done.agent_steps:
+            assert taken.before == replayed
+            assert ag.step(replayed, taken.event, config) == taken.result  # type: ignore[arg-type]
+            replayed = taken.result.state
+        assert replayed == done.state.agent
+        state = done.state
+
+
+def test_a_closed_look_ends_a_running_node() -> None:
+    config = nd.NodeConfig(agent=ag.AgentConfig(max_restarts=1, min_nodes=1, max_nodes=2))
+    state = nd.initial_node_state(config)
+    state = nd.node_step(state, ag.AgentStarted(now=0.0), config).state
+    completed = ag.RoundCompleted(
+        now=1.0, round=0, group_rank=0, group_world_size=2, restart_count=0
+    )
+    state = nd.node_step(state, completed, config).state
+    looked = mb.LookDone(now=2.0, round=0, closed=("failed", "budget"))
+    done = nd.node_step(state, looked, config)
+    assert done.state.agent.phase is ag.AgentPhase.FAILED
+    assert [type(e) for e in done.effects] == [ag.StopWorkers, ag.ReportFailure]
+
+
+def test_anything_else_is_a_driver_bug() -> None:
+    config = nd.NodeConfig(agent=ag.AgentConfig(max_restarts=1, min_nodes=1, max_nodes=2))
+    with pytest.raises(TypeError, match="neither an agent nor a member event"):
+        nd.node_step(nd.initial_node_state(config), "a look", config)
