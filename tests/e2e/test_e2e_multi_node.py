@@ -27,6 +27,8 @@ def test_two_agents_form_one_world_with_consistent_global_ranks(tmp_path: Path, 
         assert rec["rank"] == 2 * int(env["GROUP_RANK"]) + int(env["LOCAL_RANK"])
         assert env["GROUP_WORLD_SIZE"] == "2"
     assert len({r["env"]["MASTER_PORT"] for r in seen}) == 1
+    # Rank 0's agent hosted the gloo group's store (ours, with tensorplay's client in workers).
+    assert {r["env"]["TORCHELASTIC_USE_AGENT_STORE"] for r in seen} == {"True"}
 
 
 def test_scale_up_restarts_the_running_group_once_without_spending_budget(

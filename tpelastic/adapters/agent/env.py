@@ -27,6 +27,8 @@ class RoundFacts:
     master_addr: str
     master_port: int
     attempt: int = 0  # the round's in-place attempt (0: its first start)
+    # Rank 0's agent serves the bootstrap store at master_port: every worker is a client.
+    agent_store: bool = False
 
 
 def worker_envs(
@@ -70,9 +72,9 @@ def worker_envs(
         "TORCHELASTIC_RESTART_COUNT": str(facts.restart_count),
         "TORCHELASTIC_MAX_RESTARTS": str(max_restarts),
         "TORCHELASTIC_RUN_ID": run_id,
-        # Workers host their own bootstrap store on MASTER_PORT (a fresh one each attempt); they
-        # must not look for one inside the agent.
-        "TORCHELASTIC_USE_AGENT_STORE": "False",
+        # "True": rank 0's agent serves MASTER_PORT and every worker connects as a client;
+        # "False": rank 0's worker hosts the store there (a fresh one each attempt).
+        "TORCHELASTIC_USE_AGENT_STORE": str(facts.agent_store),
     }
     envs: dict[int, dict[str, str]] = {}
     for worker in group.workers:

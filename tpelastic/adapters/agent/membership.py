@@ -139,14 +139,15 @@ class Membership:
             info = self.handler.next_rendezvous()
             round_no, restarts = self._next_attempt(info, failure)
         self._info = info
-        addr, port = self._bootstrap(info, round_no)
+        bootstrap = self._bootstrap(info, round_no)
         facts = RoundFacts(
             round=round_no,
             group_rank=info.rank,
             group_world_size=info.world_size,
             restart_count=restarts,
-            master_addr=addr,
-            master_port=port,
+            master_addr=bootstrap.master_addr,
+            master_port=bootstrap.master_port,
+            agent_store=bootstrap.agent_hosted,
         )
         self._joined = Joined(facts=facts, store=info.store)
         return self._joined
@@ -166,13 +167,13 @@ class Membership:
         self._attempt = attempt
         return attempt, _int(agreed, proposed)
 
-    def _bootstrap(self, info: RendezvousInfo, round_no: int) -> tuple[str, int]:
+    def _bootstrap(self, info: RendezvousInfo, round_no: int) -> RendezvousStoreInfo:
         if self._fixed is not None:
             addr, port = self._fixed
             assert addr is not None and port is not None
-            return addr, port
+            return RendezvousStoreInfo(addr, port)  # rank 0's worker hosts the user's endpoint
         if self.round_aware and info.bootstrap_store_info is not None:
-            return info.bootstrap_store_info.master_addr, info.bootstrap_store_info.master_port
+            return info.bootstrap_store_info
         addr = self._local_addr or getattr(self.handler, "master_addr", None) or "127.0.0.1"
         found = RendezvousStoreInfo.build(
             info.rank,
@@ -181,7 +182,7 @@ class Membership:
             key=f"agent/{round_no}/master",
             timeout=self._bootstrap_timeout,
         )
-        return found.master_addr, found.master_port
+        return found
 
     def look(self) -> Look:
         """What changed beyond the current round: a close, a newer round, nodes waiting.
@@ -316,13 +317,14 @@ class Membership:
                 if seen is not None:
                     return seen
         self._info = info
-        addr, port = self._bootstrap(info, self._joined.facts.round)
+        bootstrap = self._bootstrap(info, self._joined.facts.round)
         facts = evolve(
             self._joined.facts,
             attempt=attempt,
             restart_count=restart_count,
-            master_addr=addr,
-            master_port=port,
+            master_addr=bootstrap.master_addr,
+            master_port=bootstrap.master_port,
+            agent_store=bootstrap.agent_hosted,
         )
         self._joined = Joined(facts=facts, store=info.store)
         return self._joined

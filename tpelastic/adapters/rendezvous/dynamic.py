@@ -39,6 +39,7 @@ from tpelastic.adapters.rendezvous.backends import (
     supports_leases,
     supports_wait_any,
 )
+from tpelastic.adapters.rendezvous.bootstrap import BootstrapHost
 from tpelastic.adapters.rendezvous.driver import KeepAlive, execute_ops, run_join, run_member
 from tpelastic.adapters.rendezvous.dynamic_member import MemberActions
 from tpelastic.adapters.rendezvous.errors import (
@@ -119,6 +120,8 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
             workers' ``MASTER_ADDR`` (default: the host name).
         store_host: the object hosting the store server when this process hosts it (kept so
             the agent can tell; the server stops when the handler shuts down).
+        bootstrap_host: hosts the workers' bootstrap store while this node is rank 0 (a fresh
+            server per attempt; stopped at shutdown); None: rank 0's worker hosts it.
         clock: monotonic seconds; injected by tests.
 
     Raises:
@@ -135,6 +138,7 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         node_id: str | None = None,
         local_addr: str | None = None,
         store_host: object | None = None,
+        bootstrap_host: BootstrapHost | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if supports_leases(store) and not config.leased_liveness:
@@ -143,6 +147,7 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         self.settings = RendezvousSettings(run_id=run_id, config=config)
         self.node_id = node_id or default_node_id()
         self.store_host = store_host
+        self.bootstrap_host = bootstrap_host
         self._keys = RunKeys(run_id)
         self._store = store
         self._backend_name = backend_name
@@ -168,6 +173,7 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         *,
         node_id: str | None = None,
         store_host: object | None = None,
+        bootstrap_host: BootstrapHost | None = None,
     ) -> DynamicRendezvousHandler:
         """A handler for ``params`` over ``store`` (see :meth:`RendezvousSettings.from_parameters`).
 
@@ -183,6 +189,7 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
             node_id=node_id,
             local_addr=params.local_addr,
             store_host=store_host,
+            bootstrap_host=bootstrap_host,
         )
 
     @classmethod
@@ -366,6 +373,8 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
         finally:
             closer.cancel()
             self._store.close()
+            if self.bootstrap_host is not None:
+                self.bootstrap_host.stop()
         self._shut_down = ok
         return ok
 
@@ -429,14 +438,22 @@ class DynamicRendezvousHandler(MemberActions, RendezvousHandler):
     ) -> DynamicRendezvousInfo:
         result = joined.result
         prefix = self._keys.work_prefix(result.round_no, attempt)
+        hosted = None
+        if self.bootstrap_host is not None:
+            # A node that is no longer rank 0 stops serving its last attempt's workers.
+            hosted = self.bootstrap_host.serve() if joined.rank == 0 else None
+            if hosted is None:
+                self.bootstrap_host.stop()
         # Rank 0 publishes right after its own join; waiting as long as a follower waits for a
         # closer bounds the read without tying the node up for the whole join timeout.
         bootstrap = RendezvousStoreInfo.build(
             joined.rank,
             self._store,
             self._local_addr,
+            hosted,
             key=f"{prefix}/master",
             timeout=self.settings.config.takeover_delay if timeout is None else timeout,
+            agent_hosted=hosted is not None,
         )
         return DynamicRendezvousInfo(
             self._scoped(prefix),

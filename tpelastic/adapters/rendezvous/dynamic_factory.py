@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from tpelastic.adapters.rendezvous.backends import P10dRendezvousBackend, TpRendezvousBackend
+from tpelastic.adapters.rendezvous.bootstrap import bootstrap_host
 from tpelastic.adapters.rendezvous.dynamic import DynamicRendezvousHandler
 from tpelastic.adapters.rendezvous.hosting import open_rendezvous_store
 from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
@@ -49,7 +50,10 @@ def create_dynamic_handler(params: RendezvousParameters) -> DynamicRendezvousHan
     backend = backend_type(opened.store)
     try:
         return DynamicRendezvousHandler.from_parameters(
-            params, backend, store_host=opened if opened.is_host else None
+            params,
+            backend,
+            store_host=opened if opened.is_host else None,
+            bootstrap_host=bootstrap_host(params.store_type),
         )
     except BaseException:
         backend.close()

@@ -3,13 +3,14 @@
 The endpoint lists the members (``host1:port,host2:port``); ``--rdzv-conf`` keys:
 ``etcd_prefix`` (key prefix, default ``/tpelastic``), ``cacert``, ``cert``, ``key`` (TLS),
 ``user``, ``password`` (etcd auth) and ``read_timeout`` (seconds one store call may take,
-trying every member in turn). The workers' bootstrap store is still a TCPStore hosted by the
-round's rank-0 agent; etcd only carries the rendezvous.
+trying every member in turn). The workers' bootstrap store is a TCPStore hosted by the round's
+rank-0 agent (:mod:`~tpelastic.adapters.rendezvous.bootstrap`); etcd only carries the rendezvous.
 """
 
 from __future__ import annotations
 
 from tpelastic.adapters.rendezvous.backends import StoreRendezvousBackend
+from tpelastic.adapters.rendezvous.bootstrap import bootstrap_host
 from tpelastic.adapters.rendezvous.dynamic import DynamicRendezvousHandler
 from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
 from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
@@ -66,7 +67,9 @@ def create_etcd_handler(params: RendezvousParameters) -> DynamicRendezvousHandle
     except StoreUnavailable as error:
         store.close()
         raise RendezvousConnectionError(f"etcd at {params.endpoint}: {error}") from error
-    return DynamicRendezvousHandler.from_parameters(params, EtcdRendezvousBackend(store))
+    return DynamicRendezvousHandler.from_parameters(
+        params, EtcdRendezvousBackend(store), bootstrap_host=bootstrap_host("tcp")
+    )
 
 
 __all__ = ["EtcdRendezvousBackend", "create_etcd_handler"]

@@ -37,7 +37,9 @@ def _non_empty(_instance: object, _attribute: object, value: str) -> None:
 
 @frozen
 class RendezvousStoreInfo:
-    """Where the workers' bootstrap store (MASTER_ADDR / MASTER_PORT) lives."""
+    """Where the workers' bootstrap store (MASTER_ADDR / MASTER_PORT) lives, and whether rank 0's
+    agent hosts it there (``agent_hosted``: every worker then connects as a client) or rank 0's
+    worker does."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -48,6 +50,7 @@ class RendezvousStoreInfo:
 
     master_addr: str = field(validator=_non_empty)
     master_port: int = field(validator=_port_in_range)
+    agent_hosted: bool = field(default=False, kw_only=True)
 
     @property
     def addr(self) -> str:
@@ -64,6 +67,7 @@ class RendezvousStoreInfo:
         *,
         key: str = MASTER_ADDR_KEY,
         timeout: float = 60.0,
+        agent_hosted: bool = False,
     ) -> RendezvousStoreInfo:
         """Agree on the bootstrap endpoint: rank 0 decides and publishes, the others read.
 
@@ -71,7 +75,8 @@ class RendezvousStoreInfo:
         right now) and writes them as one record under ``key`` (default ``MASTER_ADDR``, in a
         store the caller scopes to the round, as torch does); pass a key inside the round's
         namespace so no later round reads this one's answer. Other ranks wait up to ``timeout``
-        seconds for it.
+        seconds for it. ``agent_hosted`` (rank 0's answer, published with the endpoint) says
+        that rank 0's agent hosts a server at ``server_port``.
 
         Raises:
             RendezvousTimeoutError: rank 0 published nothing within ``timeout``.
@@ -82,7 +87,8 @@ class RendezvousStoreInfo:
         with store_errors_as_rendezvous_errors(f"bootstrap store info for rank {rank}"):
             if rank == 0:
                 addr = local_addr or socket.gethostname()  # no DNS lookup: it cannot hang
-                info = cls(addr, server_port if server_port else _free_port())
+                port = server_port if server_port else _free_port()
+                info = cls(addr, port, agent_hosted=agent_hosted and bool(server_port))
                 store.set(key, info.encode())
                 return info
             if not store.wait_for([key], timeout):
@@ -97,7 +103,13 @@ class RendezvousStoreInfo:
 
     def encode(self) -> bytes:
         """The versioned JSON record rank 0 publishes."""
-        record = {"schema": STORE_INFO_SCHEMA, "addr": self.master_addr, "port": self.master_port}
+        record: dict[str, Any] = {
+            "schema": STORE_INFO_SCHEMA,
+            "addr": self.master_addr,
+            "port": self.master_port,
+        }
+        if self.agent_hosted:  # absent otherwise, so such records read as before
+            record["agent"] = True
         return json.dumps(record, sort_keys=True).encode("utf-8")
 
     @classmethod
@@ -120,7 +132,7 @@ class RendezvousStoreInfo:
                 )
             addr: Any = record.get("addr")
             port: Any = record.get("port")
-            return cls(addr, port)
+            return cls(addr, port, agent_hosted=record.get("agent") is True)
         except (UnicodeDecodeError, ValueError, TypeError) as error:
             raise RendezvousStateError(f"master address under {key!r}: {error}") from None
 

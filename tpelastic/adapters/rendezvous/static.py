@@ -17,6 +17,7 @@ endpoint record) and ``closed``. They outlive the job only on a store that does 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousClosedError,
@@ -28,7 +29,9 @@ from tpelastic.adapters.rendezvous.handler import RendezvousHandler
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.stores.errors import StoreUnavailable
-from tpelastic.adapters.stores.tensorplay_store import TensorplayStore, prefix_store, tcp_store
+
+if TYPE_CHECKING:
+    from tpelastic.adapters.stores.tensorplay_store import TensorplayStore
 
 
 class StaticTCPRendezvous(RendezvousHandler):
@@ -114,6 +117,10 @@ class StaticTCPRendezvous(RendezvousHandler):
         return self._info
 
     def _first_contact(self) -> TensorplayStore:
+        # Imported here: tensorplay costs every agent ~0.2 s and ~80 MiB, and only the static
+        # backend needs it.
+        from tpelastic.adapters.stores.tensorplay_store import prefix_store, tcp_store
+
         # The host may start later than we do: a client made with the join timeout keeps
         # retrying the connection until then (the regular client gives up after read_timeout).
         joining = prefix_store(
@@ -158,6 +165,8 @@ class StaticTCPRendezvous(RendezvousHandler):
             )
 
     def _store(self) -> TensorplayStore:
+        from tpelastic.adapters.stores.tensorplay_store import prefix_store, tcp_store
+
         if self._run_store is None:
             try:
                 self._base = tcp_store(
