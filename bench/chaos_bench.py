@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from chaos import report
+from chaos import report, timeline
 from chaos.episode import LAUNCHERS, PY, RDZV_CONF, Episode, Launcher, Settings
 from chaos.schedule import KINDS, plan
 
@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("chaos: interrupted; the episodes so far are in results.json", file=sys.stderr)
         return 130
+    print(write(args.out, meta, results), flush=True)
+    return 0
 
 
 def run_all(
@@ -154,18 +156,23 @@ def run_all(
                 f"load {result['load']}",
                 flush=True,
             )
+            for mark in result["timeline"]:  # type: ignore[union-attr]
+                print(f"  {mark['fault']:11} {mark['phases']} trained on {mark['held']}")
             write(args.out, meta, results)
 
 
 def write(out: Path, meta: dict[str, object], results: dict[str, list[dict[str, object]]]) -> str:
     summaries = {name: report.summarize(rs) for name, rs in results.items()}  # type: ignore[arg-type]
+    phases = {name: timeline.breakdown(rs, KINDS) for name, rs in results.items()}  # type: ignore[arg-type]
     meta = {**meta, "load_after": load()}
     (out / "results.json").write_text(
-        json.dumps({"meta": meta, "summary": summaries, "episodes": results}, indent=1)
+        json.dumps(
+            {"meta": meta, "summary": summaries, "phases": phases, "episodes": results}, indent=1
+        )
     )
     text = (
         f"{meta['command']}\nload before: {meta['load_before']}\nload after: {meta['load_after']}"
-        f"\n\n{report.table(summaries)}\n"
+        f"\n\n{report.table(summaries)}\n\n{timeline.table(phases)}\n"
     )
     (out / "table.md").write_text(text)
     return text

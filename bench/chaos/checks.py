@@ -41,6 +41,8 @@ class World:
     resume_step: int = -1
     resume_t: float = math.inf
     nodes: set[str] = field(default_factory=set)
+    joined_by_rank: dict[int, float] = field(default_factory=dict)  # RESUME: its group formed
+    files: set[str] = field(default_factory=set)  # one per worker process of the world
 
 
 def read_lines(folder: Path) -> list[dict[str, Any]]:
@@ -59,6 +61,7 @@ def read_lines(folder: Path) -> list[dict[str, Any]]:
             except ValueError:
                 continue
             fields["kind"] = kind
+            fields["file"] = path.name
             lines.append(fields)
     return sorted(lines, key=lambda line: line["t"])
 
@@ -69,7 +72,9 @@ def worlds(lines: list[dict[str, Any]]) -> dict[str, World]:
         if line["kind"] not in ("STEP", "RESUME") or "world" not in line:
             continue
         world = found.setdefault(line["world"], World(id=line["world"], size=line["size"]))
+        world.files.add(line.get("file", ""))
         if line["kind"] == "RESUME":
+            world.joined_by_rank.setdefault(line["rank"], line["t"])
             if line["rank"] == 0:
                 world.resume_step, world.resume_t = line["step"], line["t"]
             continue
@@ -104,10 +109,12 @@ def ready_after(world: World, t: float) -> float | None:
     return max(times)
 
 
-def recovery(
+def settled_world(
     found: dict[str, World], t: float, t_next: float, joining: str = ""
-) -> tuple[float | None, bool]:
-    """``joining``: a new node, whose fault is over once a world with its ranks trains."""
+) -> tuple[World | None, bool]:
+    """The world that trains once a fault at ``t`` settles, and whether it is ``overlapped``
+    (first ready after the next fault at ``t_next``). ``joining``: a new node, whose fault is
+    over once a world with its ranks trains."""
     after = sorted(
         (w for w in found.values() if w.last > t and (not joining or joining in w.nodes)),
         key=lambda w: w.first,
@@ -116,12 +123,20 @@ def recovery(
     if settled:
         ready = ready_after(settled[-1], t)
         assert ready is not None
-        return ready - t, ready > t_next
+        return settled[-1], ready > t_next
     for world in after:
-        ready = ready_after(world, t)
-        if ready is not None:
-            return ready - t, True
+        if ready_after(world, t) is not None:
+            return world, True
     return None, False
+
+
+def recovery(
+    found: dict[str, World], t: float, t_next: float, joining: str = ""
+) -> tuple[float | None, bool]:
+    """Seconds from the fault at ``t`` to every rank of its settled world stepping."""
+    world, overlapped = settled_world(found, t, t_next, joining)
+    ready = None if world is None else ready_after(world, t)
+    return (None, False) if ready is None else (ready - t, overlapped)
 
 
 def judge(

@@ -24,7 +24,7 @@ from typing import Any
 
 import psutil
 
-from chaos import checks
+from chaos import checks, timeline
 from chaos.schedule import (
     KILL_NODE,
     KILL_WORKER,
@@ -285,6 +285,7 @@ class Episode:
         (self.folder / "lines").mkdir(parents=True)
         (self.folder / "nodes").mkdir()
         self.port = free_port()
+        wall_minus_mono = time.time() - time.monotonic()  # agents stamp lines in wall time
         launched = time.monotonic()
         injected: list[dict[str, Any]] = []
         t0 = deadline = 0.0
@@ -338,7 +339,11 @@ class Episode:
             budget_scope=self.launcher.budget_scope,
             own=OWN,
         )
+        agents = timeline.agent_lines(self.folder / "nodes", wall_minus_mono)
+        marks = timeline.timelines(lines, injected, checks.worlds(lines), agents)
         result.update(
+            timeline=marks,
+            wall_minus_mono=wall_minus_mono,
             launcher=self.launcher.name,
             seed=self.seed,
             host=self.host,

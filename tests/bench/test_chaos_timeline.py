@@ -1,0 +1,85 @@
+"""The chaos harness' per-fault timeline on hand-written agent logs and worker lines."""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from chaos import checks, timeline
+
+# Agent stamps are local wall time; t=0 on the harness' clock is this wall time.
+WALL0 = datetime.datetime(2026, 12, 1, 13, 0, 0)
+
+
+def stamp(t: float) -> str:
+    return (WALL0 + datetime.timedelta(seconds=t)).isoformat(timespec="milliseconds")
+
+
+def write_episode(folder: Path) -> None:
+    (folder / "nodes").mkdir()
+    (folder / "lines").mkdir()
+    agents = {
+        "n0": [
+            (10.2, "worker rank 1 failed: Signal 9 (SIGKILL) received by PID 7"),
+            (10.3, "round 0: restarting in place as attempt 1 (worker local rank 1 failed)"),
+            (10.5, "round 0 attempt 1: node 0 of 2, restart 1/3, starting 2 worker(s), master x"),
+        ],
+        "n1": [
+            (10.4, "stopping workers: round 0 attempt 1 opened: worker local rank 1 failed"),
+            (10.6, "round 0 attempt 1: node 1 of 2, restart 1/3, starting 2 worker(s), master x"),
+        ],
+    }
+    for node, said in agents.items():
+        text = "".join(f"{stamp(t)} [tpelastic] {msg}\n" for t, msg in said)
+        (folder / "nodes" / f"{node}.log").write_text("Traceback (not stamped)\n" + text)
+    for rank in range(4):
+        node = f"n{rank // 2}"
+        old = [f"START t=0.{rank} node={node} pid={rank} restart=0"]
+        old.append(f"RESUME t=1.0 world=a size=4 rank={rank} step=0")
+        old += [f"STEP t={t}.0 world=a size=4 rank={rank} node={node} step={t}" for t in (2, 9)]
+        (folder / "lines" / f"{node}_pid{rank}.log").write_text("\n".join(old) + "\n")
+        new = [f"START t={10.7 + rank * 0.1:.1f} node={node} pid={10 + rank} restart=1"]
+        new.append(f"RESUME t={12.0 + rank * 0.1:.1f} world=b size=4 rank={rank} step=5")
+        new.append(f"STEP t={12.5 + rank * 0.01:.2f} world=b size=4 rank={rank} node={node} step=6")
+        (folder / "lines" / f"{node}_pid{10 + rank}.log").write_text("\n".join(new) + "\n")
+
+
+def test_a_worker_kill_is_cut_into_the_phases_that_add_up_to_its_recovery(tmp_path: Path) -> None:
+    write_episode(tmp_path)
+    wall_minus_mono = WALL0.timestamp()  # monotonic 0 is WALL0
+    agents = timeline.agent_lines(tmp_path / "nodes", wall_minus_mono)
+    assert [a["node"] for a in agents] == ["n0", "n0", "n1", "n0", "n1"]
+    lines = checks.read_lines(tmp_path / "lines")
+    fault = {"fault": "kill-worker", "t": 10.0, "node": "n0"}
+    [mark] = timeline.timelines(lines, [fault], checks.worlds(lines), agents)
+    assert mark["world"] == "b" and not mark["overlapped"]
+    assert mark["phases"] == {
+        "observed": 0.2,  # n0 saw its worker fail
+        "opened": 0.1,  # n0 opened the attempt
+        "formed": 0.3,  # n1, the last agent, starts its workers at 10.6
+        "spawned": 0.4,  # the last worker started at 11.0
+        "joined": 1.3,  # the last rank had its group at 12.3
+        "stepping": 0.23,  # every rank stepped by 12.53
+    }
+    took, _ = checks.recovery(checks.worlds(lines), 10.0, float("inf"))
+    assert took is not None and abs(sum(mark["phases"].values()) - took) < 1e-6
+    assert mark["held"] == 0.0  # world a's last step (9.0) came before the fault
+
+
+def test_missing_marks_are_none_and_the_breakdown_leaves_overlapped_faults_out(
+    tmp_path: Path,
+) -> None:
+    write_episode(tmp_path)
+    lines = checks.read_lines(tmp_path / "lines")
+    fault = {"fault": "kill-worker", "t": 10.0, "node": "n0"}
+    [mark] = timeline.timelines(lines, [fault], checks.worlds(lines), agents=[])
+    assert mark["phases"]["observed"] is None and mark["phases"]["formed"] is None
+    assert mark["phases"]["spawned"] == 1.0  # measured from the fault: nothing in between
+    overlapped = {**mark, "overlapped": True, "phases": dict.fromkeys(mark["phases"], 99.0)}
+    table = timeline.breakdown([{"timeline": [mark, overlapped]}], ("kill-worker", "kill-node"))
+    assert set(table) == {"kill-worker"}
+    assert table["kill-worker"]["n"] == 1 and table["kill-worker"]["spawned"] == 1.0
+    assert "| kill-worker (1) | - | - | - | 1 (1) | 1.3 (1) |" in timeline.table({"x": table})
