@@ -1,8 +1,8 @@
 """Membership restarts a round in place over real DynamicRendezvousHandlers (our TCPStore,
 handlers on threads, one client each): the look reports the next attempt, both members agree on
 the attempt's fresh endpoint and count, the workers' environment names the attempt, a member
-waiting for rank 0's endpoint is released by what its look sees, a user-fixed endpoint is kept,
-and a static handler does not restart in place."""
+waiting for rank 0's endpoint is released by what its look sees, and a user-fixed endpoint is
+kept (fixed membership: test_agent_fixed_membership.py)."""
 
 from __future__ import annotations
 
@@ -112,12 +112,6 @@ def test_a_fixed_master_endpoint_is_kept_for_every_attempt(
         zero.open_attempt(1, "exit 1")
         got = _all([lambda m=m: m.start_attempt(1, 1, _never) for m in (zero, one)])  # type: ignore[misc]
         assert {(j.facts.master_addr, j.facts.master_port) for j in got} == {("127.0.0.1", 29999)}
-
-
-def test_a_static_handler_does_not_restart_in_place() -> None:
-    from tpelastic.adapters.rendezvous.static import StaticTCPRendezvous
-
-    assert not Membership(StaticTCPRendezvous.__new__(StaticTCPRendezvous)).in_place
 
 
 def test_the_exit_barrier_is_per_attempt(members: list[Membership]) -> None:

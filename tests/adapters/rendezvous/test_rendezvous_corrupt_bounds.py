@@ -92,9 +92,13 @@ def test_R19_a_bad_closed_record_is_named_by_its_key() -> None:
     "raw", [b"\xff\xfe", b"{}", b'{"outcome": "x"}', b"[1]", encode_node(NodeInfo(node="n"))]
 )
 def test_R19_the_static_backends_closed_record_is_validated(raw: bytes) -> None:
-    from tpelastic.adapters.agent.membership import _closed_record
+    from tpelastic.adapters.rendezvous.static import StaticTCPRendezvous
 
-    with pytest.raises(RendezvousStateError, match="corrupt rendezvous state at 'agent/closed'"):
-        _closed_record(raw)
-    record = _closed_record(encode_closed(ClosedRecord(outcome="failed", reason="why")))
-    assert (record.outcome, record.reason) == ("failed", "why")
+    handler = StaticTCPRendezvous("127.0.0.1", 1, 0, 1, "job")
+    store = MemoryStore()
+    key = RunKeys("job").closed()
+    store.set(key, raw)
+    with pytest.raises(RendezvousStateError, match=f"corrupt rendezvous state at {key!r}"):
+        handler._read_closed(store)  # type: ignore[arg-type]
+    store.set(key, encode_closed(ClosedRecord(outcome="failed", reason="why")))
+    assert handler._read_closed(store)  # type: ignore[arg-type]

@@ -1,21 +1,20 @@
 """Membership: one agent's view of the rendezvous, as the rounds and signals the agent consumes.
 
-Two kinds of handler are bridged:
+Two kinds of handler are bridged, over one attempt protocol (``core/rendezvous/attempts.py``):
 
 * a **round-aware** handler (the dynamic one: it has ``watch``): rounds, the job-wide restart
   count and the bootstrap endpoint come from the handler; ``watch`` reports a close, the next
-  round opening, nodes waiting and the round's next in-place attempt opening. When it can
-  restart a round in place (``open_attempt``: :attr:`Membership.in_place`), a worker failure
-  opens the round's next attempt and every member starts its workers again for it
-  (:meth:`Membership.start_attempt`: the attempt's own namespace and bootstrap endpoint).
-* any other handler (``static``, third-party): membership is fixed, so rounds are *attempts*
-  counted here. Every attempt is announced under ``agent/attempt/<n>`` in the run's store with
-  its restart count (the first writer wins, so all nodes agree), and rank 0 publishes a fresh
-  bootstrap endpoint under ``agent/<n>/master``. A node restarting its workers thereby fences
-  the others out of the old attempt, as a new round does with the dynamic handler.
+  round opening, nodes waiting and the round's next in-place attempt opening.
+* any other handler (``static``, third-party): membership is fixed, so the job is one round
+  (round 0) whose every restart is an in-place attempt, written here in the handler's store
+  under the core's keys (``RunKeys(run_id)``) and records: the attempt keys, the closed record
+  and rank 0's bootstrap endpoint under each attempt's own namespace. A look is the core's
+  ``watch_ops`` of round 0; a node that joins late comes into the newest opened attempt.
 
-Either way each attempt gets a clean namespace: a fresh port for the workers' own store, and
-keys under the attempt's number.
+Either way a worker failure opens the round's next attempt (:meth:`Membership.open_attempt`)
+and every member starts its workers again for it (:meth:`Membership.start_attempt`: the
+attempt's own namespace and bootstrap endpoint), so each attempt gets a clean namespace: a
+fresh port for the workers' own store, and keys under the attempt's number.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from typing import Any
 from attrs import evolve, frozen
 
 from tpelastic.adapters.agent.env import RoundFacts
+from tpelastic.adapters.rendezvous.driver import execute_ops
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousConnectionError,
     RendezvousStateError,
@@ -34,11 +34,14 @@ from tpelastic.adapters.rendezvous.errors import (
     store_errors_as_rendezvous_errors,
 )
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
+from tpelastic.adapters.stores.prefixed import PrefixedStore
 from tpelastic.core.membership import MemberConfig
+from tpelastic.core.rendezvous import attempts, membership
+from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.records import (
     ClosedRecord,
+    RoundResult,
     StateCorrupt,
-    decode_closed,
     encode_closed,
 )
 from tpelastic.core.values import value_eq, value_hash, value_repr
@@ -51,6 +54,10 @@ _HEARTBEAT_LOOK_MAX = 0.25
 _ATTEMPT_LOOK_EVERY = 0.5
 # Added to a held failure's window: scheduling delay on a loaded machine (seconds).
 _COLLATERAL_MARGIN = 0.5
+
+
+# Fixed membership is one round, numbered 0, with no restart before its attempts.
+_FIXED_ROUND = RoundResult(round_no=0)
 
 
 @frozen(kw_only=True)
@@ -101,14 +108,19 @@ class Membership:
     ) -> None:
         self.handler = handler
         self.round_aware = callable(getattr(handler, "watch", None))
-        # Restarts a round's workers in place (attempts within a round) instead of re-joining.
-        self.in_place = self.round_aware and callable(getattr(handler, "open_attempt", None))
+        # Restarts a round's workers in place (attempts within a round) instead of re-joining:
+        # always with fixed membership (its one round's attempts are written here).
+        opens = callable(getattr(handler, "open_attempt", None))
+        self.in_place = opens if self.round_aware else True
         self._fixed = (master_addr, master_port) if master_addr and master_port else None
         self._local_addr = local_addr
         self._bootstrap_timeout = bootstrap_timeout
         self._info: RendezvousInfo | None = None
         self._joined: Joined | None = None
-        self._attempt = -1  # fixed membership only: the attempt this node is in
+        # Fixed membership only: the run's keys in the handler's store, and the attempt of
+        # round 0 this node runs.
+        self._keys: RunKeys | None = None
+        self._attempt = 0
 
     @property
     def hosts_store(self) -> bool:
@@ -125,9 +137,14 @@ class Membership:
     def join(self, *, failure: bool, reason: str | None = None) -> Joined:
         """Join the next round and block until it completes (bounded by the handler's timeouts).
 
+        With fixed membership the round is round 0 and this node comes into its newest opened
+        attempt (``failure``: it opens the next one first, as a worker failure does in place).
+
         Raises:
             RendezvousError: any rendezvous failure (closed, timeout, connection, state).
         """
+        attempt = 0
+        self._keys = RunKeys(str(self.handler.get_run_id()))
         if self.round_aware:
             why = reason or ("failure" if failure else None)
             info = (
@@ -135,11 +152,18 @@ class Membership:
             )
             round_no = int(getattr(info, "round", 0))
             restarts = int(getattr(info, "restart_count", 0))
+            store = info.store
         else:
             info = self.handler.next_rendezvous()
-            round_no, restarts = self._next_attempt(info, failure)
+            attempt = self._newest_attempt(info.store)
+            if failure:
+                attempt += 1
+                self._open_fixed(info.store, attempt, "failure")
+            self._attempt = attempt
+            round_no, restarts = 0, attempts.attempt_restart_count(_FIXED_ROUND, attempt)
+            store = self._attempt_store(info.store, attempt)
         self._info = info
-        bootstrap = self._bootstrap(info, round_no)
+        bootstrap = self._bootstrap(info, round_no, attempt)
         facts = RoundFacts(
             round=round_no,
             group_rank=info.rank,
@@ -147,69 +171,87 @@ class Membership:
             restart_count=restarts,
             master_addr=bootstrap.master_addr,
             master_port=bootstrap.master_port,
+            attempt=attempt,
             agent_store=bootstrap.agent_hosted,
         )
-        self._joined = Joined(facts=facts, store=info.store)
+        self._joined = Joined(facts=facts, store=store)
         return self._joined
 
-    def _next_attempt(self, info: RendezvousInfo, failure: bool) -> tuple[int, int]:
-        store = info.store
-        with store_errors_as_rendezvous_errors("announcing the next attempt"):
-            latest = _int(store.get("agent/latest"), -1)
-            # A peer that already opened a newer attempt reported the failure that ours echoes
-            # (or a restart we are fenced out of): join that attempt and spend nothing more.
-            attempt = latest if latest > self._attempt else self._attempt + 1
-            previous = _int(store.get(f"agent/attempt/{attempt - 1}"), 0) if attempt else 0
-            proposed = previous + (1 if failure and attempt > 0 else 0)
-            _, agreed = store.set_if_absent(f"agent/attempt/{attempt}", str(proposed).encode())
-            if _int(store.get("agent/latest"), -1) < attempt:
-                store.set("agent/latest", str(attempt).encode())
-        self._attempt = attempt
-        return attempt, _int(agreed, proposed)
+    def _newest_attempt(self, store: Any) -> int:
+        assert self._keys is not None
+        newest, more = 0, True
+        with store_errors_as_rendezvous_errors("reading the newest attempt"):
+            while more:
+                ops = attempts.newest_attempt_ops(self._keys, 0, newest)
+                try:
+                    newest, more = attempts.newest_attempt(newest, execute_ops(store, ops))
+                except StateCorrupt as error:
+                    raise RendezvousStateError(f"corrupt rendezvous state: {error}") from None
+        return newest
 
-    def _bootstrap(self, info: RendezvousInfo, round_no: int) -> RendezvousStoreInfo:
+    def _open_fixed(self, store: Any, attempt: int, reason: str) -> None:
+        assert self._keys is not None
+        ops = attempts.open_attempt_ops(self._keys, 0, attempt, reason)
+        with store_errors_as_rendezvous_errors(f"opening attempt {attempt}"):
+            execute_ops(store, ops)
+
+    def _attempt_store(self, store: Any, attempt: int) -> Any:
+        assert self._keys is not None
+        return PrefixedStore(store, self._keys.work_prefix(0, attempt))
+
+    def _bootstrap(self, info: RendezvousInfo, round_no: int, attempt: int) -> RendezvousStoreInfo:
         if self._fixed is not None:
             addr, port = self._fixed
-            assert addr is not None and port is not None
             return RendezvousStoreInfo(addr, port)  # rank 0's worker hosts the user's endpoint
         if self.round_aware and info.bootstrap_store_info is not None:
             return info.bootstrap_store_info
+        return self._fixed_endpoint(info, round_no, attempt, self._bootstrap_timeout)
+
+    def _fixed_endpoint(
+        self, info: RendezvousInfo, round_no: int, attempt: int, timeout: float
+    ) -> RendezvousStoreInfo:
+        """Rank 0 publishes a fresh endpoint under the attempt's namespace; the others wait
+        up to ``timeout`` for it (``RendezvousTimeoutError`` after it)."""
+        assert self._keys is not None
         addr = self._local_addr or getattr(self.handler, "master_addr", None) or "127.0.0.1"
-        found = RendezvousStoreInfo.build(
+        return RendezvousStoreInfo.build(
             info.rank,
             info.store,
             addr,
-            key=f"agent/{round_no}/master",
-            timeout=self._bootstrap_timeout,
+            key=f"{self._keys.work_prefix(round_no, attempt)}/master",
+            timeout=timeout,
         )
-        return found
 
     def look(self) -> Look:
-        """What changed beyond the current round: a close, a newer round, nodes waiting.
+        """What changed beyond the current round: a close, a newer round, nodes waiting, the
+        round's next in-place attempt.
 
         Raises:
             RendezvousError: the store could not be read.
         """
         if self.round_aware:
             seen = self.handler.watch()
-            closed = seen.closed
-            why = getattr(seen, "next_attempt", None) if self.in_place else None
-            return Look(
-                closed=(closed.outcome, closed.reason) if closed is not None else None,
-                next_opened=seen.next_opened,
-                waiting=int(seen.waiting),
-                next_attempt=(int(self.handler.attempt) + 1, why) if why is not None else None,
-            )
-        if self._info is None:
+            attempt = int(self.handler.attempt) if self.in_place else 0
+        elif self._info is None or self._keys is None:
             return Look()
-        with store_errors_as_rendezvous_errors("watching the rendezvous"):
-            closed = self._info.store.get("agent/closed")
-            latest = _int(self._info.store.get("agent/latest"), -1)
-        if closed is not None:
-            record = _closed_record(closed)
-            return Look(closed=(record.outcome, record.reason))
-        opened = "restart" if latest > self._attempt else None
-        return Look(next_opened=opened, waiting=int(self.handler.num_nodes_waiting()))
+        else:
+            ops = membership.watch_ops(self._keys, 0, self._attempt)
+            with store_errors_as_rendezvous_errors("watching the rendezvous"):
+                replies = execute_ops(self._info.store, ops)
+            try:
+                seen = membership.read_watch_at(ops, replies)
+            except StateCorrupt as error:
+                raise RendezvousStateError(str(error)) from None
+            attempt = self._attempt
+        closed = seen.closed
+        why = getattr(seen, "next_attempt", None) if self.in_place else None
+        waiting = int(seen.waiting) if self.round_aware else int(self.handler.num_nodes_waiting())
+        return Look(
+            closed=(closed.outcome, closed.reason) if closed is not None else None,
+            next_opened=seen.next_opened,
+            waiting=waiting,
+            next_attempt=(attempt + 1, why) if why is not None else None,
+        )
 
     def can_wait_for_change(self) -> bool:
         """Whether :meth:`wait_for_change` really blocks (a round-aware handler over a store
@@ -283,7 +325,11 @@ class Membership:
         Raises:
             RendezvousError: the store could not be reached.
         """
-        self.handler.open_attempt(reason, attempt=attempt)
+        if self.round_aware:
+            self.handler.open_attempt(reason, attempt=attempt)
+        else:
+            assert self._info is not None
+            self._open_fixed(self._info.store, attempt, reason)
 
     def start_attempt(
         self, attempt: int, restart_count: int, look: Callable[[float], Any | None]
@@ -292,7 +338,8 @@ class Membership:
         (rank 0 publishes a fresh one under the attempt's namespace; a user-fixed endpoint is
         honoured). Members wait for rank 0's at most the bootstrap timeout, asking ``look(now)``
         every half second for what ends the wait otherwise (rank 0 found dead opens the next
-        round, a newer attempt, a close).
+        round, a newer attempt, a close). The attempt the last join came into is the current
+        one already.
 
         Returns:
             The attempt as the current :class:`Joined` (its store holds the attempt's exit
@@ -303,11 +350,16 @@ class Membership:
             RendezvousError: the store could not be reached.
         """
         assert self._joined is not None and self.in_place
-        self.handler.follow_attempt(attempt)
+        if self._joined.facts.attempt == attempt:
+            return self._joined
+        if self.round_aware:
+            self.handler.follow_attempt(attempt)
+        else:
+            self._attempt = attempt
         deadline = time.monotonic() + self._bootstrap_timeout
         while True:
             try:
-                info = self.handler.attempt_info(timeout=_ATTEMPT_LOOK_EVERY)
+                store, endpoint = self._attempt_endpoint(attempt, _ATTEMPT_LOOK_EVERY)
                 break
             except RendezvousTimeoutError:
                 now = time.monotonic()
@@ -316,18 +368,34 @@ class Membership:
                 seen = look(now)
                 if seen is not None:
                     return seen
-        self._info = info
-        bootstrap = self._bootstrap(info, self._joined.facts.round)
         facts = evolve(
             self._joined.facts,
             attempt=attempt,
             restart_count=restart_count,
-            master_addr=bootstrap.master_addr,
-            master_port=bootstrap.master_port,
-            agent_store=bootstrap.agent_hosted,
+            master_addr=endpoint.master_addr,
+            master_port=endpoint.master_port,
+            agent_store=endpoint.agent_hosted,
         )
-        self._joined = Joined(facts=facts, store=info.store)
+        self._joined = Joined(facts=facts, store=store)
         return self._joined
+
+    def _attempt_endpoint(self, attempt: int, timeout: float) -> tuple[Any, RendezvousStoreInfo]:
+        """The attempt's store and rank 0's endpoint for it (waiting up to ``timeout``)."""
+        found: RendezvousStoreInfo | None = None
+        if self.round_aware:
+            info = self.handler.attempt_info(timeout=timeout)
+            self._info = info
+            found = info.bootstrap_store_info
+            store = info.store
+        else:
+            assert self._info is not None
+            store = self._attempt_store(self._info.store, attempt)
+            if self._fixed is None:
+                found = self._fixed_endpoint(self._info, 0, attempt, timeout)
+        if self._fixed is not None:
+            return store, RendezvousStoreInfo(*self._fixed)  # rank 0's worker hosts it
+        assert found is not None
+        return store, found
 
     def close(self, outcome: str, reason: str) -> None:
         """Close the rendezvous for every node: the job is over with ``outcome``.
@@ -338,10 +406,10 @@ class Membership:
         if self.round_aware:
             self.handler.set_closed(outcome, reason)
             return
-        if self._info is not None:
+        if self._info is not None and self._keys is not None:
             record = encode_closed(ClosedRecord(outcome=outcome, reason=reason))
             with store_errors_as_rendezvous_errors("closing the rendezvous"):
-                self._info.store.set_if_absent("agent/closed", record)
+                self._info.store.set_if_absent(self._keys.closed(), record)
         self.handler.set_closed()
 
     def leave(self) -> None:
@@ -350,13 +418,6 @@ class Membership:
             self.handler.shutdown()
         except Exception:  # leaving must not fail a node that is going anyway
             pass
-
-
-def _closed_record(blob: bytes) -> ClosedRecord:
-    try:
-        return decode_closed(blob)
-    except StateCorrupt as error:
-        raise RendezvousStateError(f"corrupt rendezvous state at 'agent/closed': {error}") from None
 
 
 def _int(blob: bytes | None, default: int) -> int:

@@ -10,8 +10,10 @@ Membership never changes, so calling ``next_rendezvous`` again (an agent restart
 answers at once with the same ranks, until the rendezvous is closed.
 
 Keys, under ``tpelastic/<run_id>/``: ``static/joined/<rank>``, ``static/master`` (the bootstrap
-endpoint record) and ``closed``. They outlive the job only on a store that does (a standalone
-``tpelastic store``): reuse a run id there and the second job finds the first one's keys.
+endpoint record) and the core's keys of the run (``RunKeys``: the closed record, and what the
+agent writes of the job's one round: its attempts and their endpoints). They outlive the job
+only on a store that does (a standalone ``tpelastic store``): reuse a run id there and the
+second job finds the first one's keys.
 """
 
 from __future__ import annotations
@@ -23,12 +25,20 @@ from tpelastic.adapters.rendezvous.errors import (
     RendezvousClosedError,
     RendezvousConnectionError,
     RendezvousJoinTimeoutError,
+    RendezvousStateError,
     store_errors_as_rendezvous_errors,
 )
 from tpelastic.adapters.rendezvous.handler import RendezvousHandler
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.records import (
+    ClosedRecord,
+    StateCorrupt,
+    decode_closed,
+    encode_closed,
+)
 
 if TYPE_CHECKING:
     from tpelastic.adapters.stores.tensorplay_store import TensorplayStore
@@ -76,6 +86,7 @@ class StaticTCPRendezvous(RendezvousHandler):
         self._run_store: TensorplayStore | None = None
         self._info: RendezvousInfo | None = None
         self._closed = False
+        self._closed_key = RunKeys(run_id).closed()
 
     def get_backend(self) -> str:
         return "static"
@@ -128,7 +139,7 @@ class StaticTCPRendezvous(RendezvousHandler):
             tcp_store(self.master_addr, self.master_port, is_server=False, timeout=self.timeout),
         )
         try:
-            closed = joining.get("closed") is not None
+            closed = self._read_closed(joining)
         except StoreUnavailable as error:
             raise RendezvousConnectionError(
                 f"static rendezvous {self.run_id!r}: no store server at "
@@ -183,15 +194,36 @@ class StaticTCPRendezvous(RendezvousHandler):
         return self._run_store
 
     def is_closed(self) -> bool:
+        """Whether the rendezvous is closed (one store read until it is).
+
+        Raises:
+            RendezvousConnectionError: the store could not be reached.
+            RendezvousStateError: the closed key holds something that is not a closed record.
+        """
         if not self._closed:
             with store_errors_as_rendezvous_errors(f"static rendezvous {self.run_id!r}"):
-                self._closed = self._store().get("closed") is not None
+                self._closed = self._read_closed(self._store())
         return self._closed
 
-    def set_closed(self) -> None:
+    def set_closed(self, outcome: str = "succeeded", reason: str = "") -> None:
+        """Close the rendezvous for every node; the first close's outcome and reason stand."""
+        record = encode_closed(ClosedRecord(outcome=outcome, reason=reason))
         with store_errors_as_rendezvous_errors(f"static rendezvous {self.run_id!r}"):
-            self._store().set("closed", b"1")
+            self._store().set_if_absent(self._closed_key, record)
         self._closed = True
+
+    def _read_closed(self, store: TensorplayStore) -> bool:
+        raw = store.get(self._closed_key)
+        if raw is None:
+            return False
+        try:
+            decode_closed(raw)  # foreign bytes are an error, not "closed"
+        except StateCorrupt as error:
+            raise RendezvousStateError(
+                f"static rendezvous {self.run_id!r}: corrupt rendezvous state at "
+                f"{self._closed_key!r}: {error}"
+            ) from None
+        return True
 
     def num_nodes_waiting(self) -> int:
         return 0  # membership is fixed: no one can be waiting for a later round

@@ -46,7 +46,7 @@ def start_workers(state: AgentState, event: ev.RoundCompleted, config: AgentConf
         group_rank=event.group_rank,
         group_world_size=event.group_world_size,
         restart_count=event.restart_count,
-        attempt=0,
+        attempt=event.attempt,
     )
     start = ev.StartWorkers(
         round=event.round,
@@ -54,6 +54,7 @@ def start_workers(state: AgentState, event: ev.RoundCompleted, config: AgentConf
         group_world_size=event.group_world_size,
         restart_count=event.restart_count,
         local_world_size=state.local_world_size,
+        attempt=event.attempt,
     )
     return new, (start,)
 

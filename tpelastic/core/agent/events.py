@@ -43,6 +43,8 @@ class RoundCompleted:
     group_rank: int = field(validator=validators.ge(0))
     group_world_size: int = field(validator=validators.ge(1))
     restart_count: int = field(validator=validators.ge(0))
+    # The round's in-place attempt the node comes into (fixed membership: the newest opened).
+    attempt: int = field(default=0, validator=validators.ge(0))
 
 
 @frozen(kw_only=True)

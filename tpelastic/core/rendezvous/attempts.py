@@ -20,9 +20,15 @@ Rules (specs/rendezvous_join.md, R16 and R17):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tpelastic.core.rendezvous.keys import RunKeys
-from tpelastic.core.rendezvous.ops import Op, SetIfAbsent
-from tpelastic.core.rendezvous.records import RoundResult, encode_reason
+from tpelastic.core.rendezvous.ops import Get, Op, Reply, SetIfAbsent
+from tpelastic.core.rendezvous.records import RoundResult, StateCorrupt, encode_reason
+
+# How many attempt keys one read of the newest attempt covers (one round trip where the store
+# reads many keys at once); a job rarely spends more restarts than this.
+NEWEST_SCAN = 16
 
 
 def open_attempt_ops(keys: RunKeys, round_no: int, attempt: int, reason: str) -> tuple[Op, ...]:
@@ -52,4 +58,34 @@ def next_attempt_key(keys: RunKeys, round_no: int, attempt: int) -> str:
     return keys.attempt(round_no, attempt + 1)
 
 
-__all__ = ["attempt_restart_count", "next_attempt_key", "open_attempt_ops"]
+def newest_attempt_ops(keys: RunKeys, round_no: int, after: int) -> tuple[Op, ...]:
+    """Read the :data:`NEWEST_SCAN` attempt keys of round ``round_no`` after ``after``."""
+    return tuple(Get(keys.attempt(round_no, after + n)) for n in range(1, NEWEST_SCAN + 1))
+
+
+def newest_attempt(after: int, replies: Sequence[Reply]) -> tuple[int, bool]:
+    """The newest attempt the replies to :func:`newest_attempt_ops` show opened, and whether
+    to read on (every key read was present). Opened keys are a prefix of 1, 2, ... (R17), so
+    the first absent key ends the scan.
+
+    Raises:
+        StateCorrupt: a reply is not bytes.
+    """
+    newest = after
+    for reply in replies:
+        if reply is None:
+            return newest, False
+        if not isinstance(reply, bytes):
+            raise StateCorrupt("an attempt flag is not bytes")
+        newest += 1
+    return newest, True
+
+
+__all__ = [
+    "NEWEST_SCAN",
+    "attempt_restart_count",
+    "newest_attempt",
+    "newest_attempt_ops",
+    "next_attempt_key",
+    "open_attempt_ops",
+]

@@ -22,7 +22,8 @@ store requests and outcomes go out as effects; the adapter carries them out in o
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from attrs import evolve, field, frozen, validators
 
@@ -251,35 +252,59 @@ def _bytes(reply: Reply, what: str) -> bytes | None:
 def decode(state: MemberState, done: OpsDone, config: RendezvousConfig) -> object:
     """The facts the replies to ``state``'s request hold, as the event to step.
 
-    A reply that is not ours decodes to :class:`RepliesUnreadable`, never an exception.
+    A reply that is not ours decodes to :class:`RepliesUnreadable` naming its key, never an
+    exception.
     """
     now, replies = done.now, done.replies
+    keys = state.keys
     try:
         if state.phase is MemberPhase.LOOKING:
             return _decode_look(state, replies, now, config)
         if state.phase is MemberPhase.REPORTING:
-            opened = _bytes(replies[-1], "opened flag")
-            why = decode_reason(opened) if opened is not None else "membership"
-            return DeathReported(now=now, next_opened=why)
+            assert state.result is not None
+            key = keys.opened(state.result.round_no + 1)
+            opened = _named(key, lambda: _bytes(replies[-1], "opened flag"))
+            why = _named(key, lambda: decode_reason(opened)) if opened is not None else None
+            return DeathReported(now=now, next_opened=why or "membership")
         if state.phase is MemberPhase.LOCATING:
-            return HintRead(now=now, published=max(0, decode_counter(_bytes(replies[0], "hint"))))
+            hint = _named(
+                keys.published_rounds(), lambda: decode_counter(_bytes(replies[0], "hint"))
+            )
+            return HintRead(now=now, published=max(0, hint))
         if state.phase is MemberPhase.PROBING:
-            raws = [_bytes(r, "round result") for r in replies]
+            raws = [
+                _named(keys.result(state.probing), lambda r=r: _bytes(r, "round result"))  # type: ignore[misc]
+                for r in replies
+            ]
             previous = state.probing == 0 or raws[0] is not None
             return ResultsProbed(now=now, previous=previous, current=raws[-1] is not None)
-    except (StateCorrupt, ValueError) as error:
-        return RepliesUnreadable(now=now, reason=f"corrupt rendezvous state: {error}")
+    except StateCorrupt as error:
+        return RepliesUnreadable(now=now, reason=str(error))
     return Written(now=now)
+
+
+T = TypeVar("T")
+
+
+def _named(key: str, read: Callable[[], T]) -> T:
+    """``read()``, its StateCorrupt (or ValueError) naming ``key``."""
+    try:
+        return read()
+    except (StateCorrupt, ValueError) as error:
+        raise StateCorrupt(f"corrupt rendezvous state at {key!r}: {error}") from None
 
 
 def _decode_look(
     state: MemberState, replies: Sequence[Reply], now: Instant, config: RendezvousConfig
 ) -> LookRead:
-    watch = membership.read_watch(replies[:4])
+    assert state.result is not None
+    ops = membership.watch_ops(state.keys, state.result.round_no, state.attempt)
+    watch = membership.read_watch_at(ops, replies)
     if state.successor is None:
         return LookRead(now=now, watch=watch)
-    beat = _bytes(replies[4], "heartbeat")
-    counter = 0 if config.leased_liveness else decode_counter(beat)
+    key = state.keys.heartbeat(state.successor)
+    beat = _named(key, lambda: _bytes(replies[4], "heartbeat"))
+    counter = 0 if config.leased_liveness else _named(key, lambda: decode_counter(beat))
     return LookRead(now=now, watch=watch, beat=counter, beat_present=beat is not None)
 
 

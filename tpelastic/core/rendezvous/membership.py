@@ -125,3 +125,24 @@ def read_watch(replies: Sequence[Reply]) -> RoundWatch:
         waiting=decode_counter(arrivals),
         next_attempt=decode_reason(attempt) if attempt is not None else None,
     )
+
+
+def read_watch_at(ops: Sequence[Op], replies: Sequence[Reply]) -> RoundWatch:
+    """:func:`read_watch` of the replies to ``ops`` (:func:`watch_ops`), naming the key whose
+    reply is unreadable.
+
+    Raises:
+        StateCorrupt: ``corrupt rendezvous state at KEY: why``.
+    """
+    try:
+        return read_watch(replies[:4])
+    except StateCorrupt:
+        for index, op in enumerate(ops[:4]):
+            alone: list[Reply] = [None] * 4
+            alone[index] = replies[index]
+            try:
+                read_watch(alone)
+            except StateCorrupt as error:
+                key = getattr(op, "key", "?")
+                raise StateCorrupt(f"corrupt rendezvous state at {key!r}: {error}") from None
+        raise

@@ -1,0 +1,146 @@
+"""Fixed membership restarts in place through the core's attempt protocol (our TCPStore, two
+members on threads): the look reports the next attempt from the core's keys, both members agree
+on its fresh endpoint and count, a late joiner comes into the newest attempt, the close is the
+core's versioned record, and a static handler restarts in place too."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tpelastic.adapters.agent.membership import Joined, Membership
+from tpelastic.adapters.rendezvous.info import RendezvousInfo
+from tpelastic.adapters.stores.tcp_client import connect
+from tpelastic.adapters.stores.tcp_server import StoreServer
+from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.records import ClosedRecord, decode_closed
+from tpelastic.rendezvous import RendezvousStateError
+
+
+class FixedHandler:
+    """A third-party handler of fixed membership: ranks given, one real store, no rounds."""
+
+    def __init__(self, port: int, run_id: str, rank: int) -> None:
+        self._store = connect("127.0.0.1", port, timeout=5.0)
+        self._run_id, self._rank = run_id, rank
+        self.closed = False
+
+    def get_run_id(self) -> str:
+        return self._run_id
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        return RendezvousInfo(self._store, self._rank, 2)
+
+    def num_nodes_waiting(self) -> int:
+        return 0
+
+    def set_closed(self) -> None:
+        self.closed = True
+
+    def shutdown(self) -> bool:
+        self._store.close()
+        return True
+
+
+@pytest.fixture
+def server() -> Iterator[StoreServer]:
+    served = StoreServer("127.0.0.1", 0).start()
+    yield served
+    served.stop()
+
+
+def _all(calls: list[Callable[[], Any]], timeout: float = 30.0) -> list[Any]:
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return [f.result(timeout=timeout) for f in [pool.submit(c) for c in calls]]
+
+
+def _member(server: StoreServer, run_id: str, rank: int) -> Membership:
+    return Membership(FixedHandler(server.port, run_id, rank), local_addr="127.0.0.1")
+
+
+def _pair(server: StoreServer, run_id: str) -> list[Membership]:
+    pair = [_member(server, run_id, rank) for rank in (0, 1)]
+    _all([lambda m=m: m.join(failure=False) for m in pair])  # type: ignore[misc]
+    return pair
+
+
+def _never(now: float) -> None:
+    return None
+
+
+def test_fixed_membership_restarts_in_place_on_the_cores_attempt_keys(
+    server: StoreServer,
+) -> None:
+    zero, one = _pair(server, "fixed-a")
+    assert zero.in_place and one.in_place
+    before = one.joined
+    assert before is not None and before.facts.attempt == 0 and before.facts.round == 0
+    zero.open_attempt(1, "worker local rank 0 failed")
+    raw = connect("127.0.0.1", server.port, timeout=5.0)
+    assert raw.get(RunKeys("fixed-a").attempt(0, 1)) is not None  # the core's key, versioned
+    assert one.look().next_attempt == (1, "worker local rank 0 failed")
+    got = _all([lambda m=m: m.start_attempt(1, 1, _never) for m in (zero, one)])  # type: ignore[misc]
+    assert all(isinstance(j, Joined) for j in got)
+    assert {(j.facts.attempt, j.facts.restart_count, j.facts.round) for j in got} == {(1, 1, 0)}
+    assert len({(j.facts.master_addr, j.facts.master_port) for j in got}) == 1
+    assert got[0].facts.master_port != before.facts.master_port
+    assert one.look().next_attempt is None  # the look now reads attempt 2
+    for m in (zero, one):
+        m.leave()
+
+
+def test_a_late_joiner_comes_into_the_newest_attempt(server: StoreServer) -> None:
+    zero, one = _pair(server, "fixed-b")
+    zero.open_attempt(1, "exit 1")
+    zero.open_attempt(2, "exit 1")
+    _all([lambda m=m: m.start_attempt(2, 2, _never) for m in (zero, one)])  # type: ignore[misc]
+    one.leave()
+    again = _member(server, "fixed-b", 1)
+    joined = again.join(failure=False)
+    assert (joined.facts.attempt, joined.facts.restart_count) == (2, 2)
+    assert again.start_attempt(2, 2, _never) is joined  # already there: no second endpoint
+    assert zero.joined is not None
+    assert joined.facts.master_port == zero.joined.facts.master_port
+    failed = _member(server, "fixed-b", 1)
+    # A join after its own failure opens the next attempt (rank 0 publishes its endpoint).
+    zero_follows = _all(
+        [
+            lambda: failed.join(failure=True),
+            lambda: zero.start_attempt(3, 3, _never),
+        ]
+    )
+    assert {j.facts.attempt for j in zero_follows} == {3}
+    for m in (zero, again, failed):
+        m.leave()
+
+
+def test_the_close_is_the_cores_record_and_every_member_reads_it(server: StoreServer) -> None:
+    zero, one = _pair(server, "fixed-c")
+    zero.close("failed", "budget spent")
+    assert one.look().closed == ("failed", "budget spent")
+    raw = connect("127.0.0.1", server.port, timeout=5.0)
+    stored = raw.get(RunKeys("fixed-c").closed())
+    assert stored is not None
+    assert decode_closed(stored) == ClosedRecord(outcome="failed", reason="budget spent")
+    assert b'"v": 1' in stored
+    for m in (zero, one):
+        m.leave()
+
+
+def test_a_foreign_closed_record_is_corrupt_state_named_by_its_key(server: StoreServer) -> None:
+    zero, one = _pair(server, "fixed-d")
+    key = RunKeys("fixed-d").closed()
+    connect("127.0.0.1", server.port, timeout=5.0).set(key, b"1")
+    with pytest.raises(RendezvousStateError, match=f"corrupt rendezvous state at {key!r}"):
+        one.look()
+    for m in (zero, one):
+        m.leave()
+
+
+def test_a_static_handler_restarts_in_place() -> None:
+    from tpelastic.adapters.rendezvous.static import StaticTCPRendezvous
+
+    assert Membership(StaticTCPRendezvous.__new__(StaticTCPRendezvous)).in_place
