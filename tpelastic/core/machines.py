@@ -8,11 +8,12 @@ from tpelastic.core.table import Table
 def all_tables() -> tuple[Table, ...]:
     """The validated tables of every machine (each is built once, at its module's import)."""
     from tpelastic.core import agent, membership, restart_budget, worker, worker_group
-    from tpelastic.core.rendezvous import join, member
+    from tpelastic.core.rendezvous import join, member, peer_wait
 
     tables: list[Table] = []
     tables.append(join.TABLE)
     tables.append(member.TABLE)
+    tables.append(peer_wait.TABLE)
     tables.append(worker.TABLE)
     tables.append(worker_group.TABLE)
     tables.append(restart_budget.TABLE)

@@ -17,7 +17,7 @@ from tpelastic.adapters.stores.tcp_client import connect
 from tpelastic.adapters.stores.tcp_server import StoreServer
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.records import ClosedRecord, decode_closed
-from tpelastic.rendezvous import RendezvousStateError
+from tpelastic.rendezvous import RendezvousStateError, RendezvousTimeoutError
 
 
 class FixedHandler:
@@ -144,3 +144,22 @@ def test_a_static_handler_restarts_in_place() -> None:
     from tpelastic.adapters.rendezvous.static import StaticTCPRendezvous
 
     assert Membership(StaticTCPRendezvous.__new__(StaticTCPRendezvous)).in_place
+
+
+def test_a_member_waits_for_rank_0_in_slices_and_looks_last_at_the_deadline(
+    server: StoreServer,
+) -> None:
+    zero, _ = _pair(server, "fixed-e")
+    late = Membership(FixedHandler(server.port, "fixed-e", 1), bootstrap_timeout=1.0)
+    late.join(failure=False)
+    zero.open_attempt(1, "exit 1")  # rank 0 never publishes attempt 1's endpoint
+    looks: list[float] = []
+
+    def look(now: float) -> None:
+        looks.append(now)
+
+    with pytest.raises(RendezvousTimeoutError, match="endpoint of round 0 attempt 1: nothing"):
+        late.start_attempt(1, 1, look)
+    assert len(looks) == 2  # one per 0.5 s slice, the last at the deadline
+    for m in (zero, late):
+        m.leave()

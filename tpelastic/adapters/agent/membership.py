@@ -36,7 +36,7 @@ from tpelastic.adapters.rendezvous.errors import (
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
 from tpelastic.adapters.stores.prefixed import PrefixedStore
 from tpelastic.core.membership import MemberConfig
-from tpelastic.core.rendezvous import attempts, membership
+from tpelastic.core.rendezvous import attempts, membership, peer_wait
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.records import (
     ClosedRecord,
@@ -50,7 +50,8 @@ from tpelastic.core.values import value_eq, value_hash, value_repr
 # bound keeps a crash seen within the keep-alive expiry plus 0.25 s, as without a watcher.
 _HEARTBEAT_LOOK_MAX = 0.25
 # A member waiting for rank 0's endpoint of a new attempt looks this often for what ends the
-# wait otherwise (rank 0 found dead opens the next round; a newer attempt; a close).
+# wait otherwise (rank 0 found dead opens the next round; a newer attempt; a close): the core's
+# peer_wait slice.
 _ATTEMPT_LOOK_EVERY = 0.5
 # Added to a held failure's window: scheduling delay on a loaded machine (seconds).
 _COLLATERAL_MARGIN = 0.5
@@ -356,18 +357,10 @@ class Membership:
             self.handler.follow_attempt(attempt)
         else:
             self._attempt = attempt
-        deadline = time.monotonic() + self._bootstrap_timeout
-        while True:
-            try:
-                store, endpoint = self._attempt_endpoint(attempt, _ATTEMPT_LOOK_EVERY)
-                break
-            except RendezvousTimeoutError:
-                now = time.monotonic()
-                if now >= deadline:
-                    raise
-                seen = look(now)
-                if seen is not None:
-                    return seen
+        waited = self._wait_for_endpoint(attempt, look)
+        if not isinstance(waited, tuple):
+            return waited
+        store, endpoint = waited
         facts = evolve(
             self._joined.facts,
             attempt=attempt,
@@ -378,6 +371,45 @@ class Membership:
         )
         self._joined = Joined(facts=facts, store=store)
         return self._joined
+
+    def _wait_for_endpoint(
+        self, attempt: int, look: Callable[[float], Any | None]
+    ) -> tuple[Any, RendezvousStoreInfo] | Any:
+        """Carry out the core's bounded wait (``core/rendezvous/peer_wait.py``) for rank 0's
+        endpoint of ``attempt``: the attempt's store and endpoint, or the look's news."""
+        round_no = self._joined.facts.round if self._joined is not None else 0
+        config = peer_wait.PeerWaitConfig(
+            timeout=self._bootstrap_timeout, look_every=_ATTEMPT_LOOK_EVERY
+        )
+        state = peer_wait.PeerWaitState()
+        what = f"rank 0's endpoint of round {round_no} attempt {attempt}"
+        event: object = peer_wait.PeerWaitRequested(now=time.monotonic(), what=what)
+        got: tuple[Any, RendezvousStoreInfo] | None = None
+        seen: Any | None = None
+        while True:
+            result = peer_wait.step(state, event, config)
+            state = result.state
+            for effect in result.effects:
+                if isinstance(effect, peer_wait.AwaitPeer):
+                    left = max(0.0, effect.until - time.monotonic())
+                    try:
+                        got = self._attempt_endpoint(attempt, left)
+                        event = peer_wait.PeerAnswer(now=time.monotonic())
+                    except RendezvousTimeoutError:
+                        event = peer_wait.PeerSilent(now=time.monotonic())
+                elif isinstance(effect, peer_wait.LookDue):
+                    now = time.monotonic()
+                    seen = look(now)
+                    event = peer_wait.LookAnswered(now=now, news=seen is not None)
+                elif isinstance(effect, peer_wait.PeerAnswered):
+                    assert got is not None
+                    return got
+                elif isinstance(effect, peer_wait.WaitInterrupted):
+                    return seen
+                elif isinstance(effect, peer_wait.PeerWaitFailed):
+                    raise RendezvousTimeoutError(effect.reason)
+                else:
+                    raise RuntimeError(f"the endpoint wait gave {effect!r}")
 
     def _attempt_endpoint(self, attempt: int, timeout: float) -> tuple[Any, RendezvousStoreInfo]:
         """The attempt's store and rank 0's endpoint for it (waiting up to ``timeout``)."""
