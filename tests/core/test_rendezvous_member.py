@@ -6,8 +6,8 @@ from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tpelastic.core.rendezvous import liveness, membership
 from tpelastic.core.rendezvous import member as mm
-from tpelastic.core.rendezvous import membership
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.ops import OpsDone, StoreOps, run_ops
@@ -211,3 +211,32 @@ def test_a_look_before_the_first_round_is_rejected() -> None:
     result = mm.step(mm.member_state(KEYS, "a"), mm.LookRequested(now=0.0), CFG)
     assert result.state.phase is mm.MemberPhase.IDLE
     assert [type(e).__name__ for e in result.effects] == ["Rejected"]
+
+
+@given(
+    interval=st.floats(0.05, 3.0),
+    times=st.integers(2, 5),
+    death=st.floats(0.0, 10.0),
+    phase=st.floats(0.0, 1.0),
+)
+def test_L6_a_dead_successor_is_reported_within_the_peer_loss_window(
+    interval: float, times: int, death: float, phase: float
+) -> None:
+    timeout = interval * times
+    config = RendezvousConfig(
+        min_nodes=1, max_nodes=4, heartbeat_interval=interval, heartbeat_timeout=timeout
+    )
+    period = liveness.look_period(interval)
+    store: dict[str, bytes] = {}
+    state, beat, now = fresh(), 0, phase * period
+    next_beat = 0.0
+    while True:
+        while next_beat <= min(now, death):  # b beats every interval until it dies
+            beat += 1
+            store[KEYS.heartbeat("b")] = str(beat).encode()
+            next_beat += interval
+        state, out = drive(state, mm.LookRequested(now=now), store, config)
+        if looked(out).next_opened is not None:
+            break
+        now += period
+    assert now - death <= liveness.peer_loss_window(timeout, interval) - liveness.PEER_LOSS_MARGIN

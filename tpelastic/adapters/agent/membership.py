@@ -38,6 +38,7 @@ from tpelastic.adapters.stores.prefixed import PrefixedStore
 from tpelastic.core.membership import MemberConfig
 from tpelastic.core.rendezvous import attempts, membership, peer_wait
 from tpelastic.core.rendezvous.keys import RunKeys
+from tpelastic.core.rendezvous.liveness import LOOK_EVERY_MAX, look_period, peer_loss_window
 from tpelastic.core.rendezvous.records import (
     ClosedRecord,
     RoundResult,
@@ -45,17 +46,6 @@ from tpelastic.core.rendezvous.records import (
     encode_closed,
 )
 from tpelastic.core.values import value_eq, value_hash, value_repr
-
-# While a round watcher runs, the periodic look only times the ring successor's heartbeat; this
-# bound keeps a crash seen within the keep-alive expiry plus 0.25 s, as without a watcher.
-_HEARTBEAT_LOOK_MAX = 0.25
-# A member waiting for rank 0's endpoint of a new attempt looks this often for what ends the
-# wait otherwise (rank 0 found dead opens the next round; a newer attempt; a close): the core's
-# peer_wait slice.
-_ATTEMPT_LOOK_EVERY = 0.5
-# Added to a held failure's window: scheduling delay on a loaded machine (seconds).
-_COLLATERAL_MARGIN = 0.5
-
 
 # Fixed membership is one round, numbered 0, with no restart before its attempts.
 _FIXED_ROUND = RoundResult(round_no=0)
@@ -274,33 +264,31 @@ class Membership:
 
     def look_fallback(self) -> float:
         """How often a look is still due while a change watcher runs: it times the ring
-        successor's heartbeat, so a crash is seen within the keep-alive expiry plus at most
-        0.25 s (every heartbeat interval, at most every 0.25 s: the same as without a watcher)."""
-        config = getattr(getattr(self.handler, "settings", None), "config", None)
-        interval = getattr(config, "heartbeat_interval", None)
-        return min(_HEARTBEAT_LOOK_MAX, float(interval)) if interval else _HEARTBEAT_LOOK_MAX
+        successor's heartbeat (``liveness.look_period``)."""
+        interval = self._heartbeat()[1]
+        return look_period(interval) if interval else LOOK_EVERY_MAX
 
     def collateral_window(self) -> float:
-        """How long after a worker failure a peer's loss still counts as its cause: the latest
-        a ring predecessor reports a peer that died at the failure (its last beat may be an
-        interval before, and it is looked at every interval or 0.25 s) plus a margin for a
-        loaded machine: heartbeat timeout + 2 intervals + 0.5 s. 0.0 without a heartbeat
-        (fixed membership never holds)."""
+        """How long after a worker failure a peer's loss still counts as its cause
+        (``liveness.peer_loss_window``); 0.0 without a heartbeat (fixed membership never
+        holds)."""
+        timeout, interval = self._heartbeat()
+        if not self.round_aware or not timeout or not interval:
+            return 0.0
+        return peer_loss_window(timeout, interval)
+
+    def _heartbeat(self) -> tuple[float | None, float | None]:
         config = getattr(getattr(self.handler, "settings", None), "config", None)
         timeout = getattr(config, "heartbeat_timeout", None)
         interval = getattr(config, "heartbeat_interval", None)
-        if not self.round_aware or not timeout or not interval:
-            return 0.0
-        return float(timeout) + 2 * float(interval) + _COLLATERAL_MARGIN
+        return (float(timeout) if timeout else None, float(interval) if interval else None)
 
     def member_config(self) -> MemberConfig:
         """The membership core's config: the handler's heartbeat (None: it keeps none)."""
-        config = getattr(getattr(self.handler, "settings", None), "config", None)
-        timeout = getattr(config, "heartbeat_timeout", None)
-        interval = getattr(config, "heartbeat_interval", None)
+        timeout, interval = self._heartbeat()
         if not self.round_aware or not timeout or not interval:
             return MemberConfig()
-        return MemberConfig(heartbeat_timeout=float(timeout), heartbeat_interval=float(interval))
+        return MemberConfig(heartbeat_timeout=timeout, heartbeat_interval=interval)
 
     def last_beat(self) -> float | None:
         """When this node's last heartbeat landed (monotonic), None without a keep-alive. A
@@ -378,9 +366,7 @@ class Membership:
         """Carry out the core's bounded wait (``core/rendezvous/peer_wait.py``) for rank 0's
         endpoint of ``attempt``: the attempt's store and endpoint, or the look's news."""
         round_no = self._joined.facts.round if self._joined is not None else 0
-        config = peer_wait.PeerWaitConfig(
-            timeout=self._bootstrap_timeout, look_every=_ATTEMPT_LOOK_EVERY
-        )
+        config = peer_wait.PeerWaitConfig(timeout=self._bootstrap_timeout)
         state = peer_wait.PeerWaitState()
         what = f"rank 0's endpoint of round {round_no} attempt {attempt}"
         event: object = peer_wait.PeerWaitRequested(now=time.monotonic(), what=what)

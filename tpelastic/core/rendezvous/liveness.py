@@ -19,6 +19,25 @@ from attrs import evolve, field, frozen
 from tpelastic.core.rendezvous.records import decode_counter
 from tpelastic.core.values import Duration, Instant, value_eq, value_hash, value_repr
 
+# A member looks at its round (and times its ring successor) at least this often (seconds).
+LOOK_EVERY_MAX = 0.25
+# Added to the peer-loss window: scheduling delay on a loaded machine (seconds).
+PEER_LOSS_MARGIN = 0.5
+
+
+def look_period(heartbeat_interval: Duration) -> Duration:
+    """How often a member looks while its workers run: every heartbeat interval, at most
+    every :data:`LOOK_EVERY_MAX`, so a crash is reported within the heartbeat timeout plus
+    at most that much."""
+    return min(LOOK_EVERY_MAX, heartbeat_interval)
+
+
+def peer_loss_window(heartbeat_timeout: Duration, heartbeat_interval: Duration) -> Duration:
+    """How long after a worker failure a peer's loss still counts as its cause: the latest a
+    ring predecessor reports a peer that died at the failure (its last beat may be an interval
+    before, and it is looked at within an interval) plus :data:`PEER_LOSS_MARGIN`."""
+    return heartbeat_timeout + 2 * heartbeat_interval + PEER_LOSS_MARGIN
+
 
 @frozen(kw_only=True)
 class Sighting:
