@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
@@ -166,7 +167,21 @@ def test_L3_results_past_the_probe_bound_are_corrupt_not_a_loop() -> None:
         mm.member_state(KEYS, "a"), mm.CloseRequested(now=0.0, outcome="failed"), store, CFG
     )
     assert [type(o) for o in out] == [mm.MemberFailed]
-    assert KEYS.closed() not in store
+    # The closed record stands all the same: every reader checks it before anything else.
+    assert decode_closed(store[KEYS.closed()]).outcome == "failed"
+    assert not any(decode_result(store[KEYS.result(r)]).closed for r in range(mm.MAX_PROBES + 2))
+
+
+@pytest.mark.parametrize("own", [None, 1])
+def test_L3_a_huge_hint_costs_a_scan_not_a_walk_down(own: int | None) -> None:
+    store = _results(3)
+    store[KEYS.published_rounds()] = b"1000000000"
+    result = RoundResult(round_no=own) if own is not None else None
+    state, out = drive(
+        mm.member_state(KEYS, "a", result), mm.CloseRequested(now=0.0, outcome="failed"), store, CFG
+    )
+    assert [type(o) for o in out] == [mm.Closed]
+    assert decode_result(store[KEYS.result(3)]).closed
 
 
 garbage = st.one_of(st.binary(max_size=40), st.just(b'{"v": 99, "kind": "reason"}'))

@@ -104,7 +104,7 @@ ROWS = (
         dst=P.PROBING,
         guard="probe_behind",
         action="probe_next",
-        note="the published hint ran ahead of the results: look one round back",
+        note="the published hint ran ahead of the results: scan again from the lowest round",
     ),
     R(
         src=P.PROBING,

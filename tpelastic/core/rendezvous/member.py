@@ -268,9 +268,9 @@ def decode(state: MemberState, done: OpsDone, config: RendezvousConfig) -> objec
             return DeathReported(now=now, next_opened=why or "membership")
         if state.phase is MemberPhase.LOCATING:
             hint = _named(
-                keys.published_rounds(), lambda: decode_counter(_bytes(replies[0], "hint"))
+                keys.published_rounds(), lambda: decode_counter(_bytes(replies[-1], "hint"))
             )
-            return HintRead(now=now, published=max(0, hint))
+            return HintRead(now=now, published=hint)
         if state.phase is MemberPhase.PROBING:
             raws = [
                 _named(keys.result(state.probing), lambda r=r: _bytes(r, "round result"))  # type: ignore[misc]
@@ -434,7 +434,10 @@ def answer_reported(state: MemberState, event: DeathReported, config: Rendezvous
 
 def locate_forming(state: MemberState, event: CloseRequested, config: RendezvousConfig) -> Out:
     new = evolve(state, close=(event.outcome, event.reason))
-    return new, (StoreOps((Get(state.keys.published_rounds()),)),)
+    # The closed record goes first: it stands even when the state is too damaged to find the
+    # forming round (a close for corrupt state), and every reader checks it.
+    record = membership.close_ops(state.keys, 0, event.outcome, event.reason)[0]
+    return new, (StoreOps((record, Get(state.keys.published_rounds()))),)
 
 
 def probe_first(state: MemberState, event: HintRead, config: RendezvousConfig) -> Out:
@@ -450,7 +453,11 @@ def probe_next(state: MemberState, event: ResultsProbed, config: RendezvousConfi
 
 
 def probe_back(state: MemberState, event: ResultsProbed, config: RendezvousConfig) -> Out:
-    return _probe(state, state.probing - 1)
+    # Results are contiguous from round 0: scan forward again from just after this node's own
+    # round (whose result exists), or from 0 when even that one is missing (the store started
+    # again empty). Never one round back per probe: the hint may be 10^9.
+    floor = state.result.round_no + 1 if state.result is not None else 0
+    return _probe(state, floor if floor < state.probing else 0)
 
 
 def _probe(state: MemberState, round_no: int) -> Out:
@@ -512,7 +519,7 @@ ROWS = (
         dst=P.PROBING,
         guard="probe_behind",
         action="probe_back",
-        note="the hint ran ahead of the results, or the store started again empty",
+        note="the hint ran ahead of the results (or the store started again empty): scan again",
     ),
     R(
         src=P.PROBING,

@@ -149,7 +149,11 @@ def _behind(state: JoinState) -> Verdict:
         node = evolve(state.node, prev_attempt=0)
         newcomer = evolve(state, node=node, from_round=None, round_no=0, may_resume=False)
         return Verdict(kind="forgotten", state=newcomer)
-    return Verdict(kind="behind", round_no=state.round_no - 1)
+    # Scan forward again from the lowest round that can be forming (just after the node's own,
+    # whose result exists, or 0), not one round back per probe: a hint of 10^9 would cost 10^9
+    # probes. Results are contiguous from round 0, so a forward scan finds the forming round.
+    floor = state.from_round + 1 if state.from_round is not None else 0
+    return Verdict(kind="behind", round_no=min(floor, state.round_no - 1))
 
 
 def expected_members(state: JoinState) -> tuple[int, ...]:
@@ -186,11 +190,14 @@ def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> V
             return Verdict(kind="decided")
         key = keys.arrivals(r)
         arrivals = decode_counter(raws[2])
-        if not 0 <= arrivals <= config.max_nodes + MAX_LATE_ARRIVALS:
+        if arrivals > config.max_nodes + MAX_LATE_ARRIVALS:
             raise StateCorrupt(
                 f"{arrivals} arrivals cannot be true (max_nodes {config.max_nodes}, at most "
                 f"{MAX_LATE_ARRIVALS} more waiting)"
             )
+        if state.slot is not None and arrivals <= state.slot:
+            # This node's slot came from the counter, which never goes down.
+            raise StateCorrupt(f"{arrivals} arrivals, but this node holds slot {state.slot}")
         key = f"the member, gone and heartbeat keys of {keys.round_prefix(r)}"
         pending, dead, liveness = _pending_after(state, raws[3:], now, config)
     except (StateCorrupt, ValueError) as error:
@@ -289,13 +296,20 @@ def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) 
     past the join deadline) a timeout."""
     raws = [_bytes(reply) for reply in event.replies]
     infos: list[NodeInfo] = []
+    slot_of: dict[str, int] = {}
     for slot, raw in enumerate(raws[:-1]):
         if raw is None:
             continue
         try:
-            infos.append(decode_node(raw))
+            info = decode_node(raw)
+            # A node writes only the slot it took, and a retried join writes that same slot
+            # again: one node in two slots is a copied record, never a state the protocol makes.
+            if info.node in slot_of:
+                raise StateCorrupt(f"node {info.node!r} is in slot {slot_of[info.node]} too")
         except (StateCorrupt, ValueError) as error:
             return _corrupt(state.keys.slot(state.round_no, slot), error)
+        slot_of[info.node] = slot
+        infos.append(info)
     try:
         failures = decode_counter(raws[-1])
     except (StateCorrupt, ValueError) as error:

@@ -245,12 +245,16 @@ def decode_reason(raw: bytes) -> str:
 
 
 def decode_counter(raw: bytes | None) -> int:
-    """A store counter (``add``) as an int; absent counts as 0."""
+    """A store counter (``add``) as an int; absent counts as 0. Every counter of ours only
+    counts up from 0, so a negative one is corrupt."""
     if raw is None:
         return 0
     if len(raw.lstrip(b"-")) > MAX_COUNTER_DIGITS:
         raise StateCorrupt(f"expected a counter, found {len(raw)} bytes: {raw[:40]!r}")
     try:
-        return int(raw.decode("ascii"))
+        value = int(raw.decode("ascii"))
     except (UnicodeDecodeError, ValueError) as error:
         raise StateCorrupt(f"expected a counter, found {raw[:40]!r}") from error
+    if value < 0:
+        raise StateCorrupt(f"a counter below 0: {value}")
+    return value
