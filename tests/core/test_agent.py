@@ -61,6 +61,22 @@ EXAMPLES = [
         3,
     ),
     (
+        "corrupt state while joining",
+        JOINING,
+        ag.RendezvousFailed(now=1.0, reason="corrupt rendezvous state at 'k'", kind="corrupt"),
+        P.FAILED,
+        [ag.CloseRendezvous, ag.ReportFailure],
+        3,
+    ),
+    (
+        "corrupt state while running",
+        RUNNING,
+        ag.RendezvousFailed(now=1.0, reason="corrupt rendezvous state at 'k'", kind="corrupt"),
+        P.FAILED,
+        [ag.StopWorkers, ag.CloseRendezvous, ag.ReportFailure],
+        3,
+    ),
+    (
         "store lost at the barrier",
         BARRIER,
         ag.RendezvousFailed(now=1.0, reason="refused", kind="connection"),
@@ -356,6 +372,14 @@ HOLD_EXAMPLES = [
     ("held, closed ok", HELD, CLOSED_OK, P.SUCCEEDED, [], 0),
     ("held, signal", HELD, SIGTERM, P.FAILED, [ag.LeaveRendezvous, ag.ReportFailure], 143),
     (
+        "held, corrupt state",
+        HELD,
+        ag.RendezvousFailed(now=8.0, reason="corrupt rendezvous state at 'k'", kind="corrupt"),
+        P.FAILED,
+        [ag.CloseRendezvous, ag.ReportFailure],
+        3,
+    ),
+    (
         "held, store lost",
         HELD,
         ag.RendezvousFailed(now=8.0, reason="refused", kind="connection"),
@@ -493,3 +517,18 @@ def test_rejections_are_clean(state: ag.AgentState, event: ag.AgentEventT) -> No
 def test_bad_values_name_the_field(build: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("state", [JOINING, RUNNING, HELD], ids=["joining", "running", "held"])
+def test_A14_corrupt_state_closes_the_run_for_every_node(state: ag.AgentState) -> None:
+    why = "joining run 'r' as 'n': corrupt rendezvous state at 'tpelastic/v1/r/closed': garbage"
+    step = ag.step(state, ag.RendezvousFailed(now=9.0, reason=why, kind="corrupt"), CFG)
+    closes = [e for e in step.effects if isinstance(e, ag.CloseRendezvous)]
+    assert closes == [ag.CloseRendezvous(outcome="failed", reason=why)]
+    kinds = [type(e) for e in step.effects]
+    assert kinds.index(ag.CloseRendezvous) < kinds.index(ag.ReportFailure)
+    assert step.state.exit_code == ag.EXIT_RENDEZVOUS_FAILED
+    # Any other rendezvous failure is this node's alone: the run stays open for the others.
+    for kind in ("timeout", "connection", "closed"):
+        other = ag.step(state, ag.RendezvousFailed(now=9.0, reason="x", kind=kind), CFG)
+        assert not any(isinstance(e, ag.CloseRendezvous) for e in other.effects), kind

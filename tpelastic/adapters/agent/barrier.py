@@ -61,6 +61,10 @@ def depart(membership: Membership, timeout: float) -> None:
     current attempt has said so, so a peer still learns how the job ended. Never raises."""
     joined = membership.joined
     if joined is None:
+        # No world to count departures in (the job ended in its first join): the host keeps
+        # its store up until the peers, who may be reading the close, have disconnected.
+        if membership.hosts_store:
+            membership.wait_until_alone(min(DEPART_WAIT, timeout))
         return
     key = f"agent/exit/{joined.facts.round}/departed"
     try:

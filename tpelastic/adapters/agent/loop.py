@@ -193,8 +193,14 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
                 self._unwatch()
                 self._stop_workers("agent exiting")
                 # A job that ended for everyone (succeeded, or failed and closed: exit 1) keeps
-                # the store host up until its peers have seen the end, not only a success.
-                if self._state.exit_code in (core.EXIT_OK, core.EXIT_WORKERS_FAILED):
+                # the store host up until its peers have seen the end, not only a success; so
+                # does a host whose rendezvous failed (it may have closed the run for corrupt
+                # state), as its peers can learn that only from its store.
+                code = self._state.exit_code
+                hosting = self._membership.hosts_store
+                if code in (core.EXIT_OK, core.EXIT_WORKERS_FAILED) or (
+                    code == core.EXIT_RENDEZVOUS_FAILED and hosting
+                ):
                     from tpelastic.adapters.agent.barrier import depart
 
                     depart(self._membership, self._spec.exit_barrier_timeout)

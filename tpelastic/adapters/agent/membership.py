@@ -120,6 +120,13 @@ class Membership:
             return getattr(self.handler, "store_host", None) is not None
         return bool(getattr(self.handler, "is_host", False))
 
+    def wait_until_alone(self, timeout: float) -> bool:
+        """For the store's host: wait until no peer is connected to its server any more, at
+        most ``timeout`` seconds (True at once when it hosts none, or cannot tell)."""
+        host = getattr(getattr(self.handler, "store_host", None), "store", None)
+        wait = getattr(host, "wait_until_alone", None)
+        return True if wait is None else bool(wait(timeout))
+
     @property
     def joined(self) -> Joined | None:
         """The current round, once one completed."""

@@ -112,6 +112,23 @@ class TcpStoreClient:
         """The server this client owns (None for a plain client)."""
         return self._server
 
+    def wait_until_alone(self, timeout: float, poll: float = 0.02) -> bool:
+        """For a client that owns its server: wait until no other client is connected to it,
+        at most ``timeout`` seconds. A host that ends the job waits so, until its peers have
+        read how it ended and gone. True when alone (at once without a server of our own)."""
+        usage = getattr(self._server, "usage", None)
+        if usage is None:
+            return True
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                own = len(self._idle) + len(self._busy)
+            if usage()["connections"] <= own:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll)
+
     # -- connections --------------------------------------------------------------------------
 
     def _connect(self, deadline: float) -> socket.socket:

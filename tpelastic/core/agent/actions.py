@@ -77,6 +77,18 @@ def fail_rendezvous(state: AgentState, event: ev.RendezvousFailed, config: Agent
     return _finish(state, EXIT_RENDEZVOUS_FAILED, reason), effects
 
 
+def fail_corrupt_state(state: AgentState, event: ev.RendezvousFailed, config: AgentConfig) -> Out:
+    # The peers may be waiting on keys this node found corrupt, or on keys they never read:
+    # without the close, some would wait out their join timeout (or the store host's loss).
+    reason = f"rendezvous failed ({event.kind}): {event.reason}"
+    effects = (
+        *_stop_if_running(state, reason),
+        ev.CloseRendezvous(outcome="failed", reason=event.reason),
+        ev.ReportFailure(reason=reason, exit_code=EXIT_RENDEZVOUS_FAILED),
+    )
+    return _finish(state, EXIT_RENDEZVOUS_FAILED, reason), effects
+
+
 def succeed_despite_rendezvous(
     state: AgentState, event: ev.RendezvousFailed, config: AgentConfig
 ) -> Out:

@@ -122,3 +122,8 @@ def closed_succeeded(state: AgentState, event: ev.RendezvousClosed, config: Agen
 def closed_failed(state: AgentState, event: ev.RendezvousClosed, config: AgentConfig) -> bool:
     """Was the rendezvous closed because the job failed?"""
     return event.outcome == "failed"
+
+
+def state_corrupt(state: AgentState, event: ev.RendezvousFailed, config: AgentConfig) -> bool:
+    """Did the rendezvous fail because the run's shared state is corrupt?"""
+    return event.kind == "corrupt"

@@ -51,9 +51,21 @@ ROWS = (
         action="fail_over_budget",
         note=_NEVER,
     ),
-    Row(src=A.RENDEZVOUS, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
-    Row(src=A.RUNNING, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
-    Row(src=A.HOLDING, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
+    *(
+        row
+        for src in (A.RENDEZVOUS, A.RUNNING, A.HOLDING)
+        for row in (
+            Row(
+                src=src,
+                on=ev.RendezvousFailed,
+                dst=A.FAILED,
+                guard="state_corrupt",
+                action="fail_corrupt_state",
+                note="corrupt shared state ends the job for every node, not this one only",
+            ),
+            Row(src=src, on=ev.RendezvousFailed, dst=A.FAILED, action="fail_rendezvous"),
+        )
+    ),
     Row(
         src=A.EXIT_BARRIER,
         on=ev.RendezvousFailed,
@@ -224,12 +236,14 @@ GUARDS: dict[str, Guard] = {
     "attempt_over_budget": gd.attempt_over_budget,
     "closed_succeeded": gd.closed_succeeded,
     "closed_failed": gd.closed_failed,
+    "state_corrupt": gd.state_corrupt,
 }
 ACTIONS: dict[str, Action] = {
     "join_fresh": act.join_fresh,
     "start_workers": act.start_workers,
     "fail_over_budget": act.fail_over_budget,
     "fail_rendezvous": act.fail_rendezvous,
+    "fail_corrupt_state": act.fail_corrupt_state,
     "succeed_despite_rendezvous": act.succeed_despite_rendezvous,
     "enter_exit_barrier": act.enter_exit_barrier,
     "restart_after_failure": act.restart_after_failure,
