@@ -1,5 +1,5 @@
 """Worker processes: start_processes, PContext, RunProcsResult, ProcessFailure, Std, Redirects,
-to_map.
+LogsSpecs, LogsDest, to_map.
 
 This module is the public import path for these names; they are defined in
 ``tpelastic.adapters.workers`` and re-exported here. See docs/processes.md.
@@ -7,6 +7,7 @@ This module is the public import path for these names; they are defined in
 
 from tpelastic.adapters.workers import (
     DefaultLogsSpecs,
+    LogsDest,
     LogsSpecs,
     MultiprocessContext,
     PContext,
@@ -26,6 +27,7 @@ from tpelastic.adapters.workers import (
 
 __all__ = [
     "DefaultLogsSpecs",
+    "LogsDest",
     "LogsSpecs",
     "MultiprocessContext",
     "PContext",

@@ -247,6 +247,7 @@ def compare(argv: list[str], env: dict[str, str], theirs: Any, ours: Any, log_di
     assert config.duplicate_stdout_filters == t.duplicate_stdout_filters
     assert config.duplicate_stderr_filters == t.duplicate_stderr_filters
     assert config.virtual_local_rank == t.virtual_local_rank
+    assert config.log_line_prefix_template == t.log_line_prefix_template
     if config.shutdown_timeout is None:  # "shutdown-default": ours is 10 s, torch's 30 s
         assert t.shutdown_timeout == 30
     else:

@@ -308,8 +308,12 @@ def config_from_args(ns: Namespace) -> Any:
         _int("node-rank", ns.node_rank, 0)
     nproc = parse_nproc(ns.nproc_per_node)
     redirects, tee = _streams(ns, nproc)
+    log_dir = ns.log_dir or None  # '' is a temporary folder, as torchrun
+    logs_specs = None
     if ns.logs_specs is not None:
-        _logs_specs_plugin(ns.logs_specs)
+        logs_specs = _logs_specs_plugin(
+            ns.logs_specs, log_dir, redirects, tee, _ranks_filter(ns.local_ranks_filter)
+        )
     metrics_host, metrics_port = parse_bind("metrics-port", ns.metrics_port)
     health_host, health_port = parse_bind("health-port", ns.health_port)
     try:
@@ -326,7 +330,9 @@ def config_from_args(ns: Namespace) -> Any:
             max_restarts=_int("max-restarts", ns.max_restarts, 0),
             monitor_interval=_float("monitor-interval", ns.monitor_interval),
             start_method=ns.start_method,
-            log_dir=ns.log_dir or None,  # '' is a temporary folder, as torchrun
+            logs_specs=logs_specs,
+            log_line_prefix_template=os.environ.get("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"),
+            log_dir=log_dir,
             redirects=redirects,
             tee=tee,
             local_addr=ns.local_addr,
@@ -444,23 +450,32 @@ def _filters(text: object) -> list[str]:
     return [item.replace(placeholder, ",") for item in items]
 
 
-def _logs_specs_plugin(name: str) -> None:
-    """torchrun's ``--logs-specs NAME``: the ``torchrun.logs_specs`` entry point ``NAME``.
+def _logs_specs_plugin(name: str, log_dir: str | None, redirects: Any, tee: Any, ranks: Any) -> Any:
+    """torchrun's ``--logs-specs NAME``: the class of the ``torchrun.logs_specs`` entry point
+    ``NAME``, made as torchrun makes it: ``cls(log_dir=, redirects=, tee=,
+    local_ranks_filter=)``. Its ``reify(envs)`` lays out every attempt's files.
 
     Raises:
-        UsageError: no such entry point is installed, or one is (its class is written for
-            torch's worker processes, which tpelastic does not run).
+        UsageError: no such entry point, or it cannot be loaded or made (one line).
     """
     from importlib.metadata import entry_points
 
-    if not entry_points(group="torchrun.logs_specs", name=name):
+    found = entry_points(group="torchrun.logs_specs", name=name)
+    if not found:
         raise UsageError(
             f"--logs-specs {name!r}: no entry point torchrun.logs_specs[{name}] is installed"
         )
-    raise UsageError(
-        f"--logs-specs {name!r}: a torch LogsSpecs plugin cannot lay out tpelastic's logs; "
-        "use --log-dir, --redirects and --tee"
-    )
+    point = next(iter(found))
+    try:
+        cls = point.load()
+        specs = cls(log_dir=log_dir, redirects=redirects, tee=tee, local_ranks_filter=ranks)
+    except Exception as error:  # a plugin's own failure: one line, not its traceback
+        raise UsageError(
+            f"--logs-specs {name!r}: {point.value} failed: {type(error).__name__}: {error}"
+        ) from None
+    if not callable(getattr(specs, "reify", None)):
+        raise UsageError(f"--logs-specs {name!r}: {point.value} has no reify(envs) method")
+    return specs
 
 
 def _numa(mode: object) -> str | None:

@@ -30,6 +30,53 @@ def substitute_local_rank(args: tuple[Any, ...], local_rank: int) -> tuple[str, 
     return tuple(Template(str(a)).safe_substitute(local_rank=str(local_rank)) for a in args)
 
 
+def _is_plugin(logs_specs: object) -> bool:
+    from tpelastic.adapters.workers.logs import LogsSpecs
+
+    return logs_specs is not None and type(logs_specs) is not LogsSpecs
+
+
+def prefixes(template: str | None, role: str, envs: dict[int, dict[str, str]]) -> dict[int, str]:
+    """Each rank's teed-line prefix from torch's ``log_line_prefix_template`` (``${role_name}``,
+    ``${rank}``, ``${local_rank}``); empty without a template."""
+    if not template:
+        return {}
+    from string import Template
+
+    return {
+        rank: Template(template).safe_substitute(
+            role_name=role, rank=env.get("RANK", ""), local_rank=rank
+        )
+        for rank, env in envs.items()
+    }
+
+
+def virtual_local_rank_envs(envs: dict[int, dict[str, str]]) -> dict[int, dict[str, str]]:
+    """torch's ``--virtual-local-rank``: every worker sees ``LOCAL_RANK=0`` and its own device
+    as the only visible one (``CUDA_VISIBLE_DEVICES``: the rank's entry of the agent's list,
+    else the local rank); the real local rank stays in ``TPELASTIC_LOCAL_RANK``.
+
+    Raises:
+        ValueError: a local rank beyond the agent's ``CUDA_VISIBLE_DEVICES`` (as torch).
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = visible.split(",") if visible is not None else None
+    out = {}
+    for rank, env in envs.items():
+        if devices is not None and rank >= len(devices):
+            raise ValueError(
+                f"local_rank {rank} exceeds available GPUs in CUDA_VISIBLE_DEVICES={visible}"
+            )
+        device = devices[rank].strip() if devices is not None else str(rank)
+        out[rank] = {
+            **env,
+            "LOCAL_RANK": "0",
+            "TPELASTIC_LOCAL_RANK": str(rank),
+            "CUDA_VISIBLE_DEVICES": device,
+        }
+    return out
+
+
 def _asked_for_logs(choice: Any) -> bool:
     if isinstance(choice, dict):
         return any(int(v) for v in choice.values())
@@ -65,7 +112,10 @@ class LocalElasticAgent(SimpleElasticAgent):
         uninterruptible_state_timeout: float | None = None,
     ) -> None:
         changes: dict[str, Any] = {}
-        if logs_specs is not None:
+        # A LogsSpecs of another class (a ``torchrun.logs_specs`` plugin) lays out the files
+        # itself; ours is folded into the spec, under this run's own folder.
+        self._plugin_logs = logs_specs if _is_plugin(logs_specs) else None
+        if logs_specs is not None and self._plugin_logs is None:
             changes.update(
                 log_dir=logs_specs.log_dir, redirects=logs_specs.redirects, tee=logs_specs.tee
             )
@@ -121,13 +171,25 @@ class LocalElasticAgent(SimpleElasticAgent):
             args = {rank: tuple(spec.args) for rank in envs}
         elif any("$" in str(a) for a in spec.args):
             args = {rank: substitute_local_rank(spec.args, rank) for rank in envs}
-        self._ctx = start_processes(
+        if spec.virtual_local_rank:
+            envs = virtual_local_rank_envs(envs)
+        common: dict[str, Any] = dict(
             name=spec.role,
             entrypoint=target,
             args=args,
             envs=envs,
-            log_dir=self._log_dir_for(envs),
+            log_line_prefixes=prefixes(self.log_line_prefix_template, spec.role, envs),
             start_method=spec.start_method,
+            numa_options=spec.numa_options,
+            duplicate_stdout_filters=spec.duplicate_stdout_filters,
+            duplicate_stderr_filters=spec.duplicate_stderr_filters,
+        )
+        if self._plugin_logs is not None:
+            self._ctx = start_processes(logs_specs=self._plugin_logs, **common)
+            return
+        self._ctx = start_processes(
+            **common,
+            log_dir=self._log_dir_for(envs),
             redirects=spec.redirects,
             tee=spec.tee,
             attempt=attempt,

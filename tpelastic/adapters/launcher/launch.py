@@ -20,6 +20,7 @@ from tpelastic.adapters.launcher.checks import (
 from tpelastic.adapters.launcher.config import MAX_SECONDS, ConfigError, LaunchConfig
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.workers.api import ChildFailedError
+from tpelastic.adapters.workers.logs import LogsSpecs
 
 log = logging.getLogger("tpelastic.agent")
 _DYNAMIC = ("tcp", "c10d", "p10d")
@@ -169,7 +170,10 @@ def worker_spec(
     config: LaunchConfig, entrypoint: str | Callable[..., Any], args: Sequence[Any]
 ) -> WorkerSpec:
     """The agent's WorkerSpec for ``config`` (builds the rendezvous handler)."""
-    logs = config.logs_specs if config.logs_specs is not None else config
+    # A plugin's LogsSpecs keeps its settings to itself: the agent hands it over whole.
+    logs: Any = config
+    if config.logs_specs is not None and type(config.logs_specs) is LogsSpecs:
+        logs = config.logs_specs
     return WorkerSpec(
         role=config.role,
         local_world_size=config.nproc_per_node,
@@ -268,7 +272,11 @@ def run_agent(
         config = evolve(config, health_host=config.metrics_host, health_port=config.metrics_port)
     if config.health_port is not None:
         require_free_port("--health-port", config.health_host, config.health_port)
-    agent = LocalElasticAgent(worker_spec(config, entrypoint, args))
+    agent = LocalElasticAgent(
+        worker_spec(config, entrypoint, args),
+        logs_specs=config.logs_specs,
+        log_line_prefix_template=config.log_line_prefix_template,
+    )
     agent.on_outcome = on_outcome
     if config.metrics_port is None:
         return agent.run(config.role)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     )
     from tpelastic.adapters.workers.context import PContext
     from tpelastic.adapters.workers.errorfile import ERROR_FILE_ENV, SCHEMA_VERSION, record
-    from tpelastic.adapters.workers.logs import DefaultLogsSpecs, LogsSpecs
+    from tpelastic.adapters.workers.logs import DefaultLogsSpecs, LogsDest, LogsSpecs
     from tpelastic.adapters.workers.multiprocessing_context import MultiprocessContext
     from tpelastic.adapters.workers.signals import (
         SignalAction,
@@ -50,6 +50,7 @@ _HOME = {
     "SCHEMA_VERSION": "errorfile",
     "record": "errorfile",
     "DefaultLogsSpecs": "logs",
+    "LogsDest": "logs",
     "LogsSpecs": "logs",
     "MultiprocessContext": "multiprocessing_context",
     "SignalAction": "signals",
@@ -75,6 +76,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ChildFailedError",
     "DefaultLogsSpecs",
+    "LogsDest",
     "LogsSpecs",
     "MultiprocessContext",
     "PContext",

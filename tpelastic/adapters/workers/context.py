@@ -14,6 +14,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -22,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from tpelastic.adapters.workers import subreaper
 from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
-from tpelastic.adapters.workers.logs import RankFiles
+from tpelastic.adapters.workers.logs import rank_files
 from tpelastic.adapters.workers.tree import kill_trees  # the stop path imports nothing
 
 if TYPE_CHECKING:
-    from tpelastic.adapters.workers.tee import StreamPump
+    from tpelastic.adapters.workers.tee import LineCopy, StreamPump
 
 # The error file reader (a failure), the watchdog (after the workers) and the tee pumps (teed
 # output only) are imported where they are used, not before the first worker starts (issue 5).
@@ -130,6 +131,15 @@ class _Launcher:
 _LAUNCHER = _Launcher()
 
 
+def _line_copy(path: str, filters: list[str] | None) -> LineCopy | None:
+    """The shared file that teed lines matching ``filters`` are copied to; None for none."""
+    if not filters:
+        return None
+    from tpelastic.adapters.workers.tee import LineCopy
+
+    return LineCopy(path, filters)
+
+
 class WorkerHandle(abc.ABC):
     """One started worker, as its context sees it."""
 
@@ -154,30 +164,45 @@ class WorkerHandle(abc.ABC):
 
 
 class PContext(abc.ABC):
-    """A homogeneous group of local worker processes.
+    """A homogeneous group of local worker processes (torch's constructor).
 
     Args:
         name: the role name; it prefixes teed lines (``[name0]:``).
         entrypoint: what each worker runs.
+        args: per local rank, the worker's arguments.
         envs: per local rank, the extra environment of that worker.
-        files: per local rank, where its logs and error file go.
-        attempt_dir: the attempt folder holding ``files``.
+        logs_specs: where output goes; its ``reify(envs)`` makes the attempt folder now.
+        log_line_prefixes: per local rank, the prefix of its teed lines (else ``[name0]:``).
+        duplicate_stdout_filters, duplicate_stderr_filters: teed lines holding any of these
+            strings are also copied to the attempt's ``filtered_stdout.log`` and
+            ``filtered_stderr.log``.
     """
 
     def __init__(
         self,
         name: str,
         entrypoint: Any,
+        args: dict[int, tuple[Any, ...]],
         envs: dict[int, dict[str, str]],
-        files: dict[int, RankFiles],
-        attempt_dir: str,
+        logs_specs: Any,
+        log_line_prefixes: dict[int, str] | None = None,
+        duplicate_stdout_filters: list[str] | None = None,
+        duplicate_stderr_filters: list[str] | None = None,
     ) -> None:
+        dest = logs_specs.reify(envs)
+        self.attempt_dir, self.files = rank_files(dest, len(envs))
         self.name = name
         self.entrypoint = entrypoint
+        self.args = args
         self.envs = envs
-        self.files = files
-        self.attempt_dir = attempt_dir
+        self.logs_specs = logs_specs
+        self.log_line_prefixes = dict(log_line_prefixes or {})
         self.nprocs = len(envs)
+        self._copies = {
+            "stdout": _line_copy(dest.filtered_stdout, duplicate_stdout_filters),
+            "stderr": _line_copy(dest.filtered_stderr, duplicate_stderr_filters),
+        }
+        self.numa_cpus: dict[int, frozenset[int]] = {}  # set by a subclass that binds
         self._workers: dict[int, WorkerHandle] = {}
         self._pumps: list[StreamPump] = []
         self._cond = threading.Condition()
@@ -191,6 +216,21 @@ class PContext(abc.ABC):
         # Marks this group's processes, so those re-parented to the agent are found at close.
         self._token = f"{os.getpid()}-{next(_GROUP_SERIAL)}-{os.urandom(4).hex()}"
         self._children_before: set[int] = set()
+
+    def _pump(self, local_rank: int, read_fd: int | None, path: str, stream: str) -> None:
+        """Copy one teed stream (the pipe ``read_fd``) to ``path`` and the console."""
+        if read_fd is None:
+            return
+        from tpelastic.adapters.workers.tee import StreamPump, console_fd, line_prefix
+
+        prefix = self.log_line_prefixes.get(local_rank)
+        if prefix is None:
+            rank = self.envs[local_rank].get("RANK", "")
+            prefix = line_prefix(self.name, local_rank, int(rank) if rank.isdigit() else None)
+        console = console_fd(sys.stdout if stream == "stdout" else sys.stderr)
+        log = open(path, "ab")  # owned and closed by the pump
+        pump = StreamPump(read_fd, log, console, prefix, copy=self._copies[stream])
+        self._pumps.append(pump.start())
 
     def __enter__(self) -> PContext:
         return self
@@ -413,6 +453,9 @@ class PContext(abc.ABC):
             worker.release()
         for pump in self._pumps:
             pump.join(timeout=2.0)
+        for copy in self._copies.values():
+            if copy is not None:
+                copy.close()
         self._stop_watchdog()
         os.close(self._wake_r)
         os.close(self._wake_w)

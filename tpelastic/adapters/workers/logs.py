@@ -9,6 +9,8 @@ unless the user asked for logs (``--redirects``/``--tee``):
                                             /stderr.log   (when stderr is redirected or teed)
                                             /error.json   (written by the worker, if it fails)
                                             /return.pickle (callables only, on success)
+    <log_dir>/attempt_<attempt>/filtered_stdout.log       (--duplicate-stdout-filters)
+                               /filtered_stderr.log       (--duplicate-stderr-filters)
 
 A folder that already exists is never reused: ``attempt_3`` becomes ``attempt_3.1`` and so on,
 so a restart never overwrites the previous attempt's logs.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 
-from attrs import field, frozen
+from attrs import define, field, frozen
 
 from tpelastic.adapters.workers.api import Std, WorkerStartError, to_map
 from tpelastic.core.values import value_eq, value_hash, value_repr
@@ -43,16 +45,75 @@ class RankFiles:
     return_file: str
 
 
+@define
+class LogsDest:
+    """Where one attempt's output goes, per local rank (torch's ``LogsDest``).
+
+    ``stdouts``/``stderrs`` hold a file path, "" for the agent's console or ``os.devnull``;
+    ``tee_stdouts``/``tee_stderrs`` name the ranks whose file is also copied to the console;
+    ``filtered_stdout``/``filtered_stderr`` receive the teed lines that match the duplicate
+    filters. ``attempt_dir`` is the attempt's folder ("" when a plugin does not say).
+    """
+
+    stdouts: dict[int, str] = field(factory=dict)
+    stderrs: dict[int, str] = field(factory=dict)
+    tee_stdouts: dict[int, str] = field(factory=dict)
+    tee_stderrs: dict[int, str] = field(factory=dict)
+    error_files: dict[int, str] = field(factory=dict)
+    filtered_stdout: str = field(factory=str)
+    filtered_stderr: str = field(factory=str)
+    attempt_dir: str = field(default="", kw_only=True)
+
+
+def rank_files(dest: object, local_world_size: int) -> tuple[str, dict[int, RankFiles]]:
+    """The attempt folder and each rank's files from a ``LogsDest``: ours, or the one a torch
+    ``LogsSpecs`` plugin returns (the same fields).
+
+    Raises:
+        WorkerStartError: the destination does not name an error file for every rank.
+    """
+    errors: dict[int, str] = dict(getattr(dest, "error_files", {}) or {})
+    missing = [rank for rank in range(local_world_size) if not errors.get(rank)]
+    if missing:
+        raise WorkerStartError(
+            f"the logs destination names no error file for local rank(s) {missing}"
+        )
+    attempt_dir = str(getattr(dest, "attempt_dir", "") or "")
+    if not attempt_dir:
+        attempt_dir = os.path.dirname(os.path.dirname(errors[0]))
+    outs: dict[int, str] = dict(getattr(dest, "stdouts", {}) or {})
+    errs: dict[int, str] = dict(getattr(dest, "stderrs", {}) or {})
+    tee_out = dict(getattr(dest, "tee_stdouts", {}) or {})
+    tee_err = dict(getattr(dest, "tee_stderrs", {}) or {})
+    files = {}
+    for rank in range(local_world_size):
+        folder = os.path.dirname(errors[rank])
+        stdout, stderr = outs.get(rank, ""), errs.get(rank, "")
+        files[rank] = RankFiles(
+            local_rank=rank,
+            folder=folder,
+            stdout=stdout,
+            stderr=stderr,
+            tee_stdout=rank in tee_out and stdout not in ("", os.devnull),
+            tee_stderr=rank in tee_err and stderr not in ("", os.devnull),
+            error_file=errors[rank],
+            return_file=os.path.join(folder, "return.pickle"),
+        )
+    return attempt_dir, files
+
+
 @frozen
 class LogsSpecs:
-    """How a worker group's output is kept.
+    """How a worker group's output is kept (torch's ``DefaultLogsSpecs``).
 
     Attributes:
         log_dir: the base folder; None means a fresh temporary folder.
         redirects: streams written to files only (one ``Std`` for all ranks, a per-rank dict or a
             spec string like ``"0:1,1:2"``).
         tee: streams written to files *and* copied, prefixed, to the agent's console.
-        attempt: the attempt number or id (``3``, ``"r3"``) naming the attempt folder.
+        attempt: the attempt number or id (``3``, ``"r3"``) naming the attempt folder; None
+            takes the workers' ``TORCHELASTIC_RESTART_COUNT`` as torch does, and the next free
+            folder when that is taken.
         local_ranks_filter: when given, only these local ranks reach the console; the others'
             teed streams go to their files only and their inherited streams to ``os.devnull``
             (torchrun's ``--local-ranks-filter``). Log files are the same either way.
@@ -68,38 +129,45 @@ class LogsSpecs:
     local_ranks_filter: frozenset[int] | None = None
     attempt: int | str | None = field(default=None, kw_only=True)
 
+    @property
     def root_log_dir(self) -> str:
         """The base folder of the logs ("" when a temporary one is made per attempt)."""
         return self.log_dir or ""
 
-    def reify(self, local_world_size: int) -> tuple[str, dict[int, RankFiles]]:
-        """Create the attempt folder and return it with the files of every local rank.
+    def reify(self, envs: dict[int, dict[str, str]]) -> LogsDest:
+        """Create the attempt folder for the workers ``envs`` describes (one per local rank)
+        and return where each rank's output goes; each env gets its ``TORCHELASTIC_ERROR_FILE``.
 
         Raises:
             WorkerStartError: a bad redirect/tee spec, a bad attempt id, or a log_dir that is
                 not a usable folder.
         """
+        local_world_size = len(envs)
         redirects = to_map(self.redirects, local_world_size)
         tee = to_map(self.tee, local_world_size)
-        attempt_dir = make_attempt_dir(self.log_dir, self.attempt)
-        files = {}
+        attempt = self.attempt
+        if attempt is None and envs:
+            attempt = envs[min(envs)].get("TORCHELASTIC_RESTART_COUNT")
+        attempt_dir = make_attempt_dir(self.log_dir, attempt)
+        dest = LogsDest(attempt_dir=attempt_dir)
         for rank in range(local_world_size):
             folder = os.path.join(attempt_dir, str(rank))
             os.makedirs(folder)
             keep = redirects[rank] | tee[rank]
             shown = self.local_ranks_filter is None or rank in self.local_ranks_filter
             hidden = "" if shown else os.devnull
-            files[rank] = RankFiles(
-                local_rank=rank,
-                folder=folder,
-                stdout=os.path.join(folder, "stdout.log") if keep & Std.OUT else hidden,
-                stderr=os.path.join(folder, "stderr.log") if keep & Std.ERR else hidden,
-                tee_stdout=shown and bool(tee[rank] & Std.OUT),
-                tee_stderr=shown and bool(tee[rank] & Std.ERR),
-                error_file=os.path.join(folder, "error.json"),
-                return_file=os.path.join(folder, "return.pickle"),
-            )
-        return attempt_dir, files
+            dest.stdouts[rank] = os.path.join(folder, "stdout.log") if keep & Std.OUT else hidden
+            dest.stderrs[rank] = os.path.join(folder, "stderr.log") if keep & Std.ERR else hidden
+            if shown and tee[rank] & Std.OUT:
+                dest.tee_stdouts[rank] = dest.stdouts[rank]
+            if shown and tee[rank] & Std.ERR:
+                dest.tee_stderrs[rank] = dest.stderrs[rank]
+            dest.error_files[rank] = os.path.join(folder, "error.json")
+            if rank in envs:
+                envs[rank]["TORCHELASTIC_ERROR_FILE"] = dest.error_files[rank]
+        dest.filtered_stdout = os.path.join(attempt_dir, "filtered_stdout.log")
+        dest.filtered_stderr = os.path.join(attempt_dir, "filtered_stderr.log")
+        return dest
 
 
 # Where ``tempfile.gettempdir`` looks, in its order (the current folder last).
@@ -222,10 +290,12 @@ DefaultLogsSpecs = LogsSpecs
 
 __all__ = [
     "DefaultLogsSpecs",
+    "LogsDest",
     "LogsSpecs",
     "RankFiles",
     "make_attempt_dir",
     "make_run_dir",
     "make_temp_dir",
+    "rank_files",
     "remove_tree",
 ]

@@ -55,12 +55,18 @@ def run_worker(
     return_file: str,
     agent_pid: int,
     parent_is_agent: bool,
+    cpus: list[int] | None = None,
 ) -> None:
-    """Run ``fn(*args)`` as a worker; exits 1 (after writing the error file) if it raises."""
+    """Run ``fn(*args)`` as a worker; exits 1 (after writing the error file) if it raises.
+
+    ``cpus`` is the worker's NUMA binding (None: none), applied before any of the user's code
+    runs; a forkserver child does not inherit the agent's choice, so the child sets it."""
     try:
         os.setsid()
     except OSError:
         pass  # already a group leader: nothing to leave
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     _arm_death_signal(agent_pid, parent_is_agent)
     os.environ.clear()
     os.environ.update(env)

@@ -17,9 +17,8 @@ from typing import Any
 
 from tpelastic.adapters.workers import subreaper
 from tpelastic.adapters.workers.context import PContext, WorkerHandle, wait_handles
-from tpelastic.adapters.workers.logs import RankFiles
 from tpelastic.adapters.workers.mp_worker import StreamSpec, run_worker
-from tpelastic.adapters.workers.tee import StreamPump, console_fd, line_prefix
+from tpelastic.adapters.workers.subprocess_context import numa_cpus
 
 
 class _ProcessWorker(WorkerHandle):
@@ -79,16 +78,19 @@ def _multiprocessing_helpers() -> set[int]:
 
 
 class MultiprocessContext(PContext):
-    """Workers that run ``entrypoint(*args[local_rank])`` in their own process.
+    """Workers that run ``entrypoint(*args[local_rank])`` in their own process (torch's
+    constructor).
 
     Args:
         name: the role name used in console prefixes.
         entrypoint: a picklable callable (any callable with ``fork``).
         args: per local rank, the argument tuple.
         envs: per local rank, the extra environment.
-        files: per local rank, where its logs go.
-        attempt_dir: the attempt folder.
         start_method: ``spawn``, ``fork`` or ``forkserver``.
+        logs_specs: where output goes (see :class:`PContext`).
+        log_line_prefixes: per local rank, the prefix of its teed lines.
+        numa_options: bind each worker to its NUMA node's CPUs (see ``numa.py``); None is off.
+        duplicate_stdout_filters, duplicate_stderr_filters: see :class:`PContext`.
     """
 
     def __init__(
@@ -97,12 +99,25 @@ class MultiprocessContext(PContext):
         entrypoint: Callable[..., Any],
         args: dict[int, tuple[Any, ...]],
         envs: dict[int, dict[str, str]],
-        files: dict[int, RankFiles],
-        attempt_dir: str,
-        start_method: str = "spawn",
+        start_method: str,
+        logs_specs: Any,
+        log_line_prefixes: dict[int, str] | None = None,
+        numa_options: Any = None,
+        duplicate_stdout_filters: list[str] | None = None,
+        duplicate_stderr_filters: list[str] | None = None,
     ) -> None:
-        super().__init__(name, entrypoint, envs, files, attempt_dir)
-        self.args = args
+        cpus = numa_cpus(numa_options, len(envs))
+        super().__init__(
+            name,
+            entrypoint,
+            args,
+            envs,
+            logs_specs,
+            log_line_prefixes,
+            duplicate_stdout_filters,
+            duplicate_stderr_filters,
+        )
+        self.numa_cpus = cpus
         self.start_method = start_method
         self._mp: Any = multiprocessing.get_context(start_method)
         self._values: dict[int, Any] = {}  # return values read so far (each file read once)
@@ -111,6 +126,7 @@ class MultiprocessContext(PContext):
         files = self.files[local_rank]
         out, out_read = self._stream(files.stdout, files.tee_stdout)
         err, err_read = self._stream(files.stderr, files.tee_stderr)
+        cpus = self.numa_cpus.get(local_rank)
         process = self._mp.Process(
             target=run_worker,
             name=f"{self.name}{local_rank}",
@@ -123,6 +139,7 @@ class MultiprocessContext(PContext):
                 files.return_file,
                 os.getpid(),
                 self.start_method != "forkserver",
+                sorted(cpus) if cpus else None,
             ),
         )
         try:
@@ -131,8 +148,8 @@ class MultiprocessContext(PContext):
             for spec in (out, err):
                 if spec is not None and spec[0] == "pipe":
                     spec[1].close()  # the child has its copy; EOF must follow the child's exit
-        self._pump(local_rank, out_read, files.stdout, sys.stdout)
-        self._pump(local_rank, err_read, files.stderr, sys.stderr)
+        self._pump(local_rank, out_read, files.stdout, "stdout")
+        self._pump(local_rank, err_read, files.stderr, "stderr")
         return _ProcessWorker(local_rank, process)
 
     def _stream(self, path: str, tee: bool) -> tuple[StreamSpec, int | None]:
@@ -144,14 +161,6 @@ class MultiprocessContext(PContext):
         read_fd = os.dup(reader.fileno())  # raw bytes, not Connection messages
         reader.close()
         return ("pipe", writer), read_fd
-
-    def _pump(self, local_rank: int, read_fd: int | None, path: str, console: Any) -> None:
-        if read_fd is None:
-            return
-        rank = self.envs[local_rank].get("RANK", "")
-        prefix = line_prefix(self.name, local_rank, int(rank) if rank.isdigit() else None)
-        log = open(path, "ab")  # owned and closed by the pump
-        self._pumps.append(StreamPump(read_fd, log, console_fd(console), prefix).start())
 
     def adopted(self) -> list[int]:
         # The workers set their environment after they start: the mark is not in

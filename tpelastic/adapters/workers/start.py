@@ -105,15 +105,20 @@ def start_processes(
     entrypoint: Callable[..., Any] | str,
     args: Any,
     envs: Mapping[int, Mapping[str, str]],
-    logs_specs: LogsSpecs | None = None,
-    log_dir: str | None = None,
+    logs_specs: Any = None,
+    log_line_prefixes: dict[int, str] | None = None,
     start_method: str = "spawn",
+    numa_options: Any = None,
+    duplicate_stdout_filters: list[str] | None = None,
+    duplicate_stderr_filters: list[str] | None = None,
+    *,
+    log_dir: str | None = None,
     redirects: Std | int | str | dict[int, Std] = Std.NONE,
     tee: Std | int | str | dict[int, Std] = Std.NONE,
     attempt: int | str | None = None,
     local_ranks_filter: frozenset[int] | None = None,
 ) -> PContext:
-    """Start ``len(envs)`` workers and return their running context.
+    """Start ``len(envs)`` workers and return their running context (torch's signature).
 
     Args:
         name: the role name (prefix of teed lines, ``[name0]:``).
@@ -121,11 +126,16 @@ def start_processes(
         args: for a callable, a dict with one tuple per local rank; for a command, either one
             tuple shared by every rank or such a dict (torchrun's form).
         envs: per local rank ``0..n-1``, the variables added to that worker's environment.
-        logs_specs: where output goes; when given, ``log_dir``/``redirects``/``tee``/``attempt``
-            must be left at their defaults.
-        log_dir, redirects, tee, attempt, local_ranks_filter: shorthand for
-            ``LogsSpecs(...)``.
+        logs_specs: where output goes (a :class:`LogsSpecs`, or any object whose
+            ``reify(envs)`` returns torch's ``LogsDest`` fields); when given, the keyword-only
+            ``log_dir``/``redirects``/``tee``/``attempt``/``local_ranks_filter`` must be left
+            at their defaults, which otherwise make the ``LogsSpecs``.
+        log_line_prefixes: per local rank, the prefix of its teed lines.
         start_method: for callables: ``spawn`` (default), ``fork`` or ``forkserver``.
+        numa_options: a NUMA binding mode (``node``, ``socket``, ``exclusive``,
+            ``core-complex``) or torch's ``NumaOptions``; None binds nothing.
+        duplicate_stdout_filters, duplicate_stderr_filters: teed lines holding any of these
+            are also written to the attempt's ``filtered_stdout.log``/``filtered_stderr.log``.
 
     Returns:
         The started ``PContext``; ``ctx.attempt_dir`` names the new attempt folder.
@@ -151,24 +161,30 @@ def start_processes(
         or local_ranks_filter is not None
     ):
         raise WorkerStartError("give either logs_specs or log_dir/redirects/tee/attempt, not both")
+    if numa_options is not None:
+        from tpelastic.adapters.workers.numa import NumaError, mode_name
+
+        try:
+            mode_name(numa_options)
+        except NumaError as err:
+            raise WorkerStartError(str(err)) from None
+    extras = (log_line_prefixes, numa_options, duplicate_stdout_filters, duplicate_stderr_filters)
     ctx: PContext
     if isinstance(entrypoint, str):
         per_rank_args = _command_args(args, clean_envs)
         _check_executable(entrypoint)
         for rank_args in per_rank_args.values():
             _check_python_script(entrypoint, rank_args)
-        attempt_dir, files = logs_specs.reify(len(clean_envs))
-        ctx = SubprocessContext(name, entrypoint, per_rank_args, clean_envs, files, attempt_dir)
+        ctx = SubprocessContext(name, entrypoint, per_rank_args, clean_envs, logs_specs, *extras)
     elif callable(entrypoint):
         per_rank = dict(args or {})
         if sorted(per_rank) != sorted(clean_envs):
             raise WorkerStartError("args must hold one tuple per local rank, like envs")
         _check_callable(entrypoint, per_rank, start_method)
-        attempt_dir, files = logs_specs.reify(len(clean_envs))
         from tpelastic.adapters.workers.multiprocessing_context import MultiprocessContext
 
         ctx = MultiprocessContext(
-            name, entrypoint, per_rank, clean_envs, files, attempt_dir, start_method
+            name, entrypoint, per_rank, clean_envs, start_method, logs_specs, *extras
         )
     else:
         raise WorkerStartError(f"entrypoint must be a command string or a callable: {entrypoint!r}")

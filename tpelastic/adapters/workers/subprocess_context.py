@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 from typing import IO, Any
 
 from tpelastic.adapters.workers import deathsig
 from tpelastic.adapters.workers.context import PContext, WorkerHandle
-from tpelastic.adapters.workers.logs import RankFiles
 
 
 class _PopenWorker(WorkerHandle):
@@ -60,36 +58,74 @@ def _exit_fd(popen: subprocess.Popen[bytes]) -> int:
         return read_fd
 
 
+def numa_cpus(numa_options: Any, local_world_size: int) -> dict[int, frozenset[int]]:
+    """Each rank's CPUs for ``numa_options`` (None: no binding).
+
+    Raises:
+        WorkerStartError: the binding cannot be computed on this machine.
+    """
+    if numa_options is None:
+        return {}
+    from tpelastic.adapters.workers.api import WorkerStartError
+    from tpelastic.adapters.workers.numa import NumaError, binding
+
+    try:
+        return binding(numa_options, local_world_size)
+    except NumaError as err:
+        raise WorkerStartError(str(err)) from None
+
+
 class SubprocessContext(PContext):
-    """Workers started as commands, each with its own argument tuple.
+    """Workers started as commands, each with its own argument tuple (torch's constructor).
 
     Args:
         name: the role name used in console prefixes.
         entrypoint: the command (a name on PATH or a path).
         args: per local rank, the command's arguments.
         envs: per local rank, the extra environment.
-        files: per local rank, where its logs go.
-        attempt_dir: the attempt folder.
+        logs_specs: where output goes (see :class:`PContext`).
+        log_line_prefixes: per local rank, the prefix of its teed lines.
+        numa_options: bind each worker to its NUMA node's CPUs (see ``numa.py``); None is off.
+        duplicate_stdout_filters, duplicate_stderr_filters: see :class:`PContext`.
     """
 
     def __init__(
         self,
         name: str,
         entrypoint: str,
-        args: dict[int, tuple[str, ...]],
+        args: dict[int, tuple[Any, ...]],
         envs: dict[int, dict[str, str]],
-        files: dict[int, RankFiles],
-        attempt_dir: str,
+        logs_specs: Any,
+        log_line_prefixes: dict[int, str] | None = None,
+        numa_options: Any = None,
+        duplicate_stdout_filters: list[str] | None = None,
+        duplicate_stderr_filters: list[str] | None = None,
     ) -> None:
-        super().__init__(name, entrypoint, envs, files, attempt_dir)
-        self.args = {rank: tuple(str(a) for a in value) for rank, value in args.items()}
+        cpus = numa_cpus(numa_options, len(envs))
+        super().__init__(
+            name,
+            entrypoint,
+            {rank: tuple(str(a) for a in value) for rank, value in args.items()},
+            envs,
+            logs_specs,
+            log_line_prefixes,
+            duplicate_stdout_filters,
+            duplicate_stderr_filters,
+        )
+        self.numa_cpus = cpus
 
     def _start_one(self, local_rank: int) -> WorkerHandle:
         files = self.files[local_rank]
         argv = [*deathsig.prefix(os.getpid()), self.entrypoint]
         out, out_pipe = self._stream(files.stdout, files.tee_stdout)
         err, err_pipe = self._stream(files.stderr, files.tee_stderr)
+        cpus = self.numa_cpus.get(local_rank)
+        # This (the launcher) thread's affinity is what the forked worker inherits, so the
+        # binding holds from the worker's first instruction; restored for the next worker.
+        saved = os.sched_getaffinity(0) if cpus else None
         try:
+            if cpus:
+                os.sched_setaffinity(0, cpus)
             popen = subprocess.Popen(
                 [*argv, *self.args[local_rank]],
                 env=self.worker_env(local_rank),
@@ -99,13 +135,15 @@ class SubprocessContext(PContext):
                 start_new_session=True,
             )
         finally:
+            if saved is not None:
+                os.sched_setaffinity(0, saved)
             for stream in (out, err):
                 if isinstance(stream, int) and stream > 2:
                     os.close(stream)
                 elif stream is not None and not isinstance(stream, int):
                     stream.close()
-        self._pump(local_rank, out_pipe, files.stdout, sys.stdout)
-        self._pump(local_rank, err_pipe, files.stderr, sys.stderr)
+        self._pump(local_rank, out_pipe, files.stdout, "stdout")
+        self._pump(local_rank, err_pipe, files.stderr, "stderr")
         return _PopenWorker(local_rank, popen)
 
     @staticmethod
@@ -118,15 +156,5 @@ class SubprocessContext(PContext):
             return write_fd, read_fd
         return open(path, "ab"), None  # handed to the child, closed right after
 
-    def _pump(self, local_rank: int, read_fd: int | None, path: str, console: IO[str]) -> None:
-        if read_fd is None:
-            return
-        from tpelastic.adapters.workers.tee import StreamPump, console_fd, line_prefix
 
-        rank = self.envs[local_rank].get("RANK", "")
-        prefix = line_prefix(self.name, local_rank, int(rank) if rank.isdigit() else None)
-        log = open(path, "ab")  # owned and closed by the pump
-        self._pumps.append(StreamPump(read_fd, log, console_fd(console), prefix).start())
-
-
-__all__ = ["SubprocessContext"]
+__all__ = ["SubprocessContext", "numa_cpus"]

@@ -4,6 +4,8 @@ Each teed stream is a pipe read by one thread. Bytes go to the log file as they 
 file is exact, partial lines included) and complete lines go to the console with the worker's
 prefix, in order. All pumps share one lock around console writes, so a line is never cut into by
 another worker's line. A partial last line is flushed, with a newline, when the stream ends.
+Lines that hold one of the duplicate filters are also written, prefixed, to a shared file
+(torchrun's ``--duplicate-stdout-filters``), whether or not the console shows them.
 """
 
 from __future__ import annotations
@@ -39,6 +41,32 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+class LineCopy:
+    """One attempt's file of teed lines that hold any of ``filters`` (a substring match, as
+    torch's); shared by that stream's pumps, one line at a time."""
+
+    def __init__(self, path: str, filters: list[str]) -> None:
+        self._needles = [f.encode() for f in filters]
+        self._lock = threading.Lock()
+        self._file: BinaryIO | None = open(path, "ab")
+
+    def write(self, prefix: bytes, lines: list[bytes]) -> None:
+        """Append the prefixed ``lines`` that match a filter."""
+        kept = [prefix + line for line in lines if any(n in line for n in self._needles)]
+        if not kept:
+            return
+        with self._lock:
+            if self._file is not None:
+                self._file.write(b"".join(kept))
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
 class StreamPump:
     """Reads one pipe until end-of-file, copying to a file and/or the console.
 
@@ -47,14 +75,21 @@ class StreamPump:
         log_file: an open binary file for the raw bytes, or None.
         console_fd: the agent's stdout or stderr fd for prefixed lines, or None.
         prefix: the text put before every console line.
+        copy: where lines matching the duplicate filters also go, or None.
     """
 
     def __init__(
-        self, read_fd: int, log_file: BinaryIO | None, console_fd: int | None, prefix: str
+        self,
+        read_fd: int,
+        log_file: BinaryIO | None,
+        console_fd: int | None,
+        prefix: str,
+        copy: LineCopy | None = None,
     ) -> None:
         self._fd = read_fd
         self._log = log_file
         self._console = console_fd
+        self._copy = copy
         self._prefix = prefix.encode()
         self._pending = b""
         self._thread = threading.Thread(target=self._run, name=f"tee{prefix}", daemon=True)
@@ -89,7 +124,7 @@ class StreamPump:
         if self._log is not None:
             self._log.write(chunk)
             self._log.flush()
-        if self._console is None:
+        if self._console is None and self._copy is None:
             return
         data = self._pending + chunk
         cut = data.rfind(b"\n") + 1
@@ -98,6 +133,8 @@ class StreamPump:
             self._emit(data[:cut].splitlines(keepends=True))
 
     def _emit(self, lines: list[bytes]) -> None:
+        if self._copy is not None:
+            self._copy.write(self._prefix, lines)
         if self._console is None:
             return
         text = b"".join(self._prefix + line for line in lines)
@@ -105,4 +142,4 @@ class StreamPump:
             _write_all(self._console, text)
 
 
-__all__ = ["StreamPump", "console_fd", "line_prefix"]
+__all__ = ["LineCopy", "StreamPump", "console_fd", "line_prefix"]
