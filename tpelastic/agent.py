@@ -2,16 +2,16 @@
 SimpleElasticAgent, LocalElasticAgent.
 
 This module is the public import path for these names; they are defined under
-``tpelastic.core`` and ``tpelastic.adapters`` and re-exported here. ``Worker``, ``WorkerGroup``
-and ``WorkerState`` are the core's values; the agent classes live in
-``tpelastic.adapters.agent`` (see docs/launcher.md).
+``tpelastic.core`` and ``tpelastic.adapters`` and re-exported here. ``Worker`` and
+``WorkerState`` are the core's values; ``WorkerGroup`` is torch's view of the core's group
+value; the agent classes live in ``tpelastic.adapters.agent`` (see docs/launcher.md).
 """
 
 from tpelastic.adapters.agent.local import LocalElasticAgent
 from tpelastic.adapters.agent.loop import ElasticAgent, SimpleElasticAgent
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
+from tpelastic.adapters.agent.worker_group import WorkerGroup
 from tpelastic.core.worker import Worker, WorkerState
-from tpelastic.core.worker_group import WorkerGroup
 
 __all__ = [
     "ElasticAgent",

@@ -111,4 +111,6 @@ def test_an_interrupted_run_replays_and_records_its_leave(tmp_path: Path) -> Non
     (run,) = replay_agent_events(events).values()
     assert run.state.phase is AgentPhase.FAILED and run.state.exit_code == 143
     left = [e for e in events if isinstance(e, RdzvEvent) and e.name == "rdzv.left"]
-    assert [(e.state.name, e.message) for e in left] == [("FAILED", "interrupted by signal 15")]
+    assert [(e.node_state.name, e.message) for e in left] == [
+        ("FAILED", "interrupted by signal 15")
+    ]

@@ -127,9 +127,7 @@ def test_other_events_are_skipped() -> None:
     records, end = _run("n1", CONFIG, HAPPY)
     noise = [
         Event(name="agent.warning", source=EventSource.AGENT, metadata={"reason": "x"}),
-        RdzvEvent(
-            name="rdzv.round_joined", run_id="r", round=0, node="n1", state=NodeState.RUNNING
-        ),
+        RdzvEvent("rdzv.round_joined", "r", "", "h", 1, NodeState.RUNNING, round=0, node="n1"),
     ]
     replayed = replay_agent_events([noise[0], *records[:3], noise[1], *records[3:]])
     assert replayed["n1"].state == end and end.phase is ag.AgentPhase.SUCCEEDED

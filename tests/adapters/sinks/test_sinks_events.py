@@ -37,11 +37,16 @@ EVENT = Event(name="agent.started", source=EventSource.AGENT, timestamp=12.5, me
 RDZV = RdzvEvent(
     name="rdzv.joined",
     run_id="r1",
+    message="joined",
+    hostname="host",
+    pid=7,
+    node_state=NodeState.RUNNING,
+    master_endpoint="host:29400",
+    rank=0,
+    local_id=2,
+    error_trace="",
     round=3,
     node="host:1",
-    state=NodeState.RUNNING,
-    rank=0,
-    message="joined",
     timestamp=13.0,
 )
 
@@ -73,6 +78,11 @@ def test_schema_v1_shape_is_as_documented():
         "rank",
         "message",
         "timestamp",
+        "hostname",
+        "pid",
+        "master_endpoint",
+        "local_id",
+        "error_trace",
     }
 
 

@@ -64,6 +64,18 @@ def test_root_cause_is_the_earliest_failure_not_the_last_rank():
     assert text.index("[default2]") < text.index("[default0]")  # others in time order
 
 
+def test_format_msg_frames_with_torchs_delimiters_and_none_without():
+    err = ChildFailedError("train.py", {0: _failure(0, 2.0), 1: _failure(1, 1.0)}, host="h")
+    lines = err.format_msg().splitlines()
+    assert set(lines[0]) == {"="} and lines[0] == lines[-1] and len(lines[0]) <= 60
+    assert lines[1] == "train.py FAILED" and set(lines[2]) == {"-"}
+    assert set(lines[lines.index("Other failures:") - 1]) == {"-"}
+    bare = err.format_msg(boarder_delim="", section_delim="").splitlines()
+    assert bare == [line for line in lines if set(line) - {"=", "-"}]
+    assert err.format_msg("#", "~").splitlines()[0] == "#" * len(lines[0])
+    assert str(err) == err.format_msg()
+
+
 def test_summary_carries_the_traceback_of_the_root_cause():
     data = {
         "message": "bad",

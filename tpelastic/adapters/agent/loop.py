@@ -22,17 +22,18 @@ worker failure opens the round's next attempt instead of a new round; the effect
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
-from tpelastic.adapters.agent import publish
+from tpelastic.adapters.agent import publish, worker_group
 from tpelastic.adapters.agent.effect_handlers import EffectHandlers, node_state
 from tpelastic.adapters.agent.in_place import InPlaceRestarts, attempt_name
 from tpelastic.adapters.agent.membership import Membership
@@ -54,6 +55,7 @@ from tpelastic.core.worker_values import WorkerState
 
 if TYPE_CHECKING:
     from tpelastic.adapters.agent.round_watch import RoundWatcher
+    from tpelastic.adapters.sinks.events import Event
 
 # The same logger as report.log; report itself (and barrier) is only needed once workers end,
 # so both are imported where used, off the path to the first worker (issue 5).
@@ -71,6 +73,16 @@ _FALLBACK_ENV = "TPELASTIC_LOOK_FALLBACK"
 _WATCH_ENV = "TPELASTIC_ROUND_WATCH"
 
 
+# What torch's group state reads while the agent is in each phase (others: the group's own).
+_GROUP_STATE = {
+    core.AgentPhase.RUNNING: WorkerState.HEALTHY,
+    core.AgentPhase.EXIT_BARRIER: WorkerState.SUCCEEDED,
+    core.AgentPhase.SUCCEEDED: WorkerState.SUCCEEDED,
+    core.AgentPhase.FAILED: WorkerState.FAILED,
+    core.AgentPhase.HOLDING: WorkerState.FAILED,
+}
+
+
 class ElasticAgent(abc.ABC):
     """One agent per node and role: forms the world, runs the workers, follows changes."""
 
@@ -85,8 +97,8 @@ class ElasticAgent(abc.ABC):
         """
 
     @abc.abstractmethod
-    def get_worker_group(self, role: str = "default") -> WorkerGroup | None:
-        """The current attempt's workers (ranks, phase), or None before the first round."""
+    def get_worker_group(self, role: str = "default") -> worker_group.WorkerGroup:
+        """The current attempt's workers (ranks, state, round facts), as torch's."""
 
 
 class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
@@ -177,8 +189,76 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         """The agent machine's current state."""
         return self._state
 
-    def get_worker_group(self, role: str = "default") -> WorkerGroup | None:
-        return self._group
+    def get_worker_group(self, role: str = "default") -> worker_group.WorkerGroup:
+        if self._group is None:
+            return worker_group.WorkerGroup(self._spec)
+        joined = self._membership.joined
+        view = worker_group.WorkerGroup.of(
+            self._spec,
+            self._group,
+            joined.facts if joined is not None else None,
+            joined.store if joined is not None else None,
+        )
+        view.state = _GROUP_STATE.get(self._state.phase, view.state)
+        return view
+
+    # -- torch's agent event helpers --------------------------------------------------------------
+
+    def get_event_failed(self) -> Event:
+        """torch's ``torchelastic.worker.status.FAILED`` event for this agent (with the
+        exception being handled, if any, as ``raw_error``)."""
+        import traceback
+
+        return self._status_event("FAILED", raw_error=traceback.format_exc())
+
+    def get_event_succeeded(self) -> Event:
+        """torch's ``torchelastic.worker.status.SUCCEEDED`` event for this agent."""
+        return self._status_event("SUCCEEDED")
+
+    @contextlib.contextmanager
+    def record_duration(self, state: str) -> Iterator[None]:
+        """Record, when the block ends, a ``torchelastic.worker.status.<state>`` event with the
+        block's ``duration_ms`` to the spec's ``event_log_handler`` (as torch)."""
+        from tpelastic.adapters.clock import SYSTEM_CLOCK
+        from tpelastic.adapters.sinks.events import record
+
+        start = SYSTEM_CLOCK.now()
+        try:
+            yield
+        finally:
+            took = (SYSTEM_CLOCK.now() - start) * 1000.0
+            record(self._status_event(state, duration_ms=took), self._spec.event_log_handler)
+
+    def _status_event(
+        self, state: str, raw_error: str | None = None, duration_ms: float | None = None
+    ) -> Event:
+        import json
+        import socket
+
+        from tpelastic.adapters.sinks.events import Event, EventSource
+
+        group, spec = self.get_worker_group(), self._spec
+        metadata = {
+            "run_id": spec.rdzv_handler.get_run_id(),
+            "global_rank": None,
+            "group_rank": group.group_rank,
+            "worker_id": None,
+            "role": spec.role,
+            "hostname": socket.gethostname(),
+            "state": state,
+            "total_run_time": 0,
+            "rdzv_backend": spec.rdzv_handler.get_backend(),
+            "raw_error": raw_error,
+            "metadata": json.dumps(
+                {
+                    "group_world_size": group.group_world_size,
+                    "entry_point": spec.get_entrypoint_name(),
+                }
+            ),
+            "agent_restarts": self._state.restart_count,
+            "duration_ms": duration_ms,
+        }
+        return Event(f"torchelastic.worker.status.{state}", EventSource.AGENT, 0.0, metadata)
 
     def run(self, role: str = "default") -> RunResult:
         restore: Callable[[], None] | None = None

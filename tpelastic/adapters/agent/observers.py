@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -281,11 +283,14 @@ class Observers:
             RdzvEvent(
                 name=f"rdzv.{name}",
                 run_id=self._run_id(),
+                message=message,
+                hostname=socket.gethostname(),
+                pid=os.getpid(),
+                node_state=NodeState(state),
+                rank=rank if rank >= 0 else None,
+                error_trace=_current_trace() if state == "FAILED" else "",
                 round=round_no,
                 node=self.agent_id,
-                state=NodeState(state),
-                rank=rank if rank >= 0 else None,
-                message=message,
                 timestamp=time.time(),
             )
         )
@@ -556,6 +561,15 @@ def describe_stall(stall: Any, global_rank: int, cause: str = "") -> str:
         f"no progress for {stall.idle_for:.1f} s ({last}{why})"
     )
     return f"{text}; {cause}" if cause else text
+
+
+def _current_trace() -> str:
+    """The exception being handled, as torch's rendezvous events carry it ("" when none)."""
+    if sys.exc_info()[1] is None:
+        return ""
+    import traceback
+
+    return traceback.format_exc()
 
 
 __all__ = ["PROGRESS_FILE_ENV", "TIMER_FILE_ENV", "Observers", "describe_stall"]

@@ -109,18 +109,74 @@ class Event:
             raise ValueError(f"not a serialized event: {exc}") from None
 
 
-@frozen(kw_only=True)
+@frozen
 class RdzvEvent:
-    """A rendezvous progress event: which node did what in which round of which run."""
+    """A rendezvous progress event (torch's fields, in torch's order, then ours).
+
+    ``round`` (the rendezvous round, -1 when none), ``node`` (the agent's node id, what the
+    join trace replays) and ``timestamp`` (wall-clock seconds) are ours and keyword-only.
+    :meth:`serialize` gives torch's JSON form (torch's fields only).
+    """
 
     name: str
     run_id: str
-    round: int
-    node: str
-    state: NodeState
+    message: str
+    hostname: str
+    pid: int
+    node_state: NodeState
+    master_endpoint: str = ""
     rank: int | None = None
-    message: str = ""
-    timestamp: float = 0.0
+    local_id: int | None = None
+    error_trace: str = ""
+    round: int = field(default=-1, kw_only=True)
+    node: str = field(default="", kw_only=True)
+    timestamp: float = field(default=0.0, kw_only=True)
+
+    def __str__(self) -> str:
+        return self.serialize()
+
+    def serialize(self) -> str:
+        """The event as torch writes it (``dataclasses.asdict``, the state by name)."""
+        return json.dumps(
+            {
+                "name": self.name,
+                "run_id": self.run_id,
+                "message": self.message,
+                "hostname": self.hostname,
+                "pid": self.pid,
+                "node_state": self.node_state.name,
+                "master_endpoint": self.master_endpoint,
+                "rank": self.rank,
+                "local_id": self.local_id,
+                "error_trace": self.error_trace,
+            }
+        )
+
+    @staticmethod
+    def deserialize(data: str | RdzvEvent) -> RdzvEvent:
+        """An event from :meth:`serialize`'s text (torch's too); an ``RdzvEvent`` as is.
+
+        Raises:
+            ValueError: text that is not such an object (JSON errors are ``ValueError`` too).
+        """
+        if isinstance(data, RdzvEvent):
+            return data
+        obj = json.loads(data)
+        try:
+            return RdzvEvent(
+                str(obj["name"]),
+                str(obj["run_id"]),
+                str(obj["message"]),
+                str(obj["hostname"]),
+                int(obj["pid"]),
+                NodeState[obj["node_state"]],
+                str(obj.get("master_endpoint", "")),
+                obj.get("rank"),
+                obj.get("local_id"),
+                str(obj.get("error_trace", "")),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a serialized rendezvous event: {exc}") from None
 
 
 AnyEvent = Event | RdzvEvent
@@ -155,10 +211,15 @@ def to_json_dict(event: AnyEvent) -> dict[str, Json]:
         "run_id": event.run_id,
         "round": event.round,
         "node": event.node,
-        "state": event.state.value,
+        "state": event.node_state.value,
         "rank": event.rank,
         "message": event.message,
         "timestamp": event.timestamp,
+        "hostname": event.hostname,
+        "pid": event.pid,
+        "master_endpoint": event.master_endpoint,
+        "local_id": event.local_id,
+        "error_trace": event.error_trace,
     }
 
 
@@ -180,15 +241,20 @@ def from_json_dict(obj: Mapping[str, object]) -> AnyEvent:
                 metadata=obj["metadata"],  # type: ignore[arg-type]
             )
         if obj.get("kind") == "rdzv":
-            rank = obj.get("rank")
+            rank, local_id = obj.get("rank"), obj.get("local_id")
             return RdzvEvent(
                 name=str(obj["name"]),
                 run_id=str(obj["run_id"]),
+                message=str(obj.get("message", "")),
+                hostname=str(obj.get("hostname", "")),
+                pid=int(obj.get("pid", 0)),  # type: ignore[call-overload]
+                node_state=NodeState(obj["state"]),
+                master_endpoint=str(obj.get("master_endpoint", "")),
+                rank=None if rank is None else int(rank),  # type: ignore[call-overload]
+                local_id=None if local_id is None else int(local_id),  # type: ignore[call-overload]
+                error_trace=str(obj.get("error_trace", "")),
                 round=int(obj["round"]),  # type: ignore[call-overload]
                 node=str(obj["node"]),
-                state=NodeState(obj["state"]),
-                rank=None if rank is None else int(rank),  # type: ignore[call-overload]
-                message=str(obj.get("message", "")),
                 timestamp=float(obj["timestamp"]),  # type: ignore[arg-type]
             )
     except KeyError as exc:
@@ -303,6 +369,58 @@ def get_event_handler(destination: str) -> EventHandler:
         known = ", ".join([*_FACTORIES, "jsonl:<path>"])
         raise ValueError(f"unknown event destination {destination!r}; known: {known}")
     return factory()
+
+
+def construct_and_record_rdzv_event(
+    run_id: str,
+    message: str,
+    node_state: NodeState,
+    name: str = "",
+    hostname: str = "",
+    pid: int | None = None,
+    master_endpoint: str = "",
+    local_id: int | None = None,
+    rank: int | None = None,
+    *,
+    destination: str | EventHandler = "null",
+) -> None:
+    """Make an :class:`RdzvEvent` as torch's helper does and record it to ``destination``.
+
+    The name is ``<caller's file>:<name or the caller's function>``; the host and pid default
+    to this process's (``gethostname``: ``getfqdn`` may wait on DNS); a ``FAILED`` event raised
+    inside an ``except`` block carries its traceback. With the ``null`` destination nothing is
+    built.
+
+    Raises:
+        ValueError: only for an unknown destination name.
+    """
+    if destination == "null":
+        return
+    caller = sys._getframe(1)
+    filename = os.path.basename(caller.f_code.co_filename)
+    error_trace = ""
+    if node_state == NodeState.FAILED and sys.exc_info()[1] is not None:
+        import traceback
+
+        error_trace = traceback.format_exc()
+    if not hostname:
+        import socket
+
+        hostname = socket.gethostname()
+    event = RdzvEvent(
+        f"{filename}:{name or caller.f_code.co_name}",
+        run_id,
+        message,
+        hostname,
+        pid or os.getpid(),
+        node_state,
+        master_endpoint,
+        rank,
+        local_id,
+        error_trace,
+    )
+    del caller  # a frame kept alive holds its locals
+    record(event, destination)
 
 
 def record(event: AnyEvent, destination: str | EventHandler = "null") -> None:

@@ -215,19 +215,33 @@ class ChildFailedError(Exception):
         key = next(k for k, f in self.failures.items() if f is root)
         return key, root
 
-    def format_msg(self) -> str:
-        """A readable summary: the root cause first, with its traceback, then the others."""
+    def format_msg(self, boarder_delim: str = "=", section_delim: str = "-") -> str:
+        """A readable summary: the root cause first, with its traceback, then the others.
+
+        As torch's, the summary is framed by a line of ``boarder_delim`` and its parts are
+        parted by a line of ``section_delim`` (as wide as the text, at most 60); an empty
+        delimiter draws no line.
+        """
         _, root = self.get_first_failure()
-        lines = [f"{self.name} FAILED", "Root cause (first failure by time):"]
-        lines += self._describe(root)
+        body = ["Root cause (first failure by time):", *self._describe(root)]
         if root.traceback:
-            lines += ["  traceback:", *("    " + ln for ln in root.traceback.rstrip().splitlines())]
+            body += ["  traceback:", *("    " + ln for ln in root.traceback.rstrip().splitlines())]
         others = sorted((f for f in self.failures.values() if f is not root), key=_by_time)
+        rest: list[str] = []
         if others:
-            lines.append("Other failures:")
+            rest.append("Other failures:")
             for failure in others:
-                lines += self._describe(failure)
-        return "\n".join(lines)
+                rest += self._describe(failure)
+        title = f"{self.name} FAILED"
+        width = min(60, max(len(line) for line in [title, *body, *rest]))
+
+        def rule(delim: str) -> list[str]:
+            return [(delim * width)[:width]] if delim else []
+
+        lines = [*rule(boarder_delim), title, *rule(section_delim), *body]
+        if rest:
+            lines += [*rule(section_delim), *rest]
+        return "\n".join([*lines, *rule(boarder_delim)])
 
     def _describe(self, failure: ProcessFailure) -> list[str]:
         code = failure.exitcode
