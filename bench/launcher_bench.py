@@ -1,8 +1,9 @@
-"""Launchers side by side: tpelastic run, torchrun (torch CPU) and tensorplay's run.
+"""Launchers side by side: tpelastic run (standalone and c10d), torchrun and tensorplay's run.
 
 Measures, for each launcher that is installed:
 
-* launch overhead of a 2-worker no-op job (wall time minus two bare interpreters in parallel);
+* launch overhead of a 2-worker no-op job (wall time minus two bare interpreters in parallel),
+  and the time from the launch to the first worker's first line;
 * a 2-worker gloo init + all_reduce job, as a multiple of the same job started bare;
 * recovery from a worker SIGKILL: to the restarted workers' first line, and to their process
   group being ready again, with the success rate over repeated trials;
@@ -12,8 +13,13 @@ Measures, for each launcher that is installed:
     python bench/launcher_bench.py --launchers tpelastic --no-recovery --repeat 15
     python bench/launcher_bench.py --launchers tpelastic --no-recovery --floors --repeat 15
 
+``tpelastic c10d`` is the multi-node path on one node (``--rdzv-backend c10d`` on a free
+loopback port: the agent hosts the rendezvous store and the workers' bootstrap store), beside
+``tpelastic`` (``--standalone``) on every run.
+
 Timings are taken round-robin (bare, then each launcher, then again), so that a change of load
-on a shared machine hits every column alike; the load average is printed with the results.
+on a shared machine hits every column alike; the 1-minute load average is printed with every
+row and the medians of its rounds with the timings.
 """
 
 from __future__ import annotations
@@ -68,9 +74,13 @@ sys.exit(max(w.wait() for w in workers))
 """
 LAUNCHERS = {
     "tpelastic": ([PY, "-m", "tpelastic.run"], "job_tensorplay.py"),
+    "tpelastic c10d": ([PY, "-m", "tpelastic.run"], "job_tensorplay.py"),
     "torchrun": ([PY, "-m", "torch.distributed.run"], "job_torch.py"),
     "tensorplay run": ([PY, "-m", "tensorplay.distributed.run"], "job_tensorplay.py"),
 }
+# Not run unless asked for (--launchers): torchrun's c10d path beside its --standalone.
+OPTIONAL = {"torchrun c10d": ([PY, "-m", "torch.distributed.run"], "job_torch.py")}
+KNOWN = {**LAUNCHERS, **OPTIONAL}
 FLOORS = {
     "floor: python": ([PY, "-c", FLOOR, "python"], "job_tensorplay.py"),
     "floor: core decides": ([PY, "-c", FLOOR, "core"], "job_tensorplay.py"),
@@ -99,9 +109,13 @@ def free_port() -> str:
         return str(probe.getsockname()[1])
 
 
+# Launchers measured on the c10d backend with one node. tensorplay's run has no --standalone;
+# its c10d backend on a free loopback port is the same.
+C10D = {"tpelastic c10d", "torchrun c10d", "tensorplay run"}
+
+
 def one_node(name: str) -> list[str]:
-    # tensorplay's run has no --standalone; its c10d backend on a free loopback port is the same.
-    if name == "tensorplay run":
+    if name in C10D:
         return [
             "--nnodes",
             "1",
@@ -114,8 +128,10 @@ def one_node(name: str) -> list[str]:
 
 
 def launch(name: str, *, restarts: int = 0, **extra: str) -> tuple[float, str, int]:
-    base, job = LAUNCHERS.get(name) or FLOORS[name]
+    base, job = KNOWN.get(name) or FLOORS[name]
     cmd = [*base, *one_node(name), "--nproc-per-node", "2", "--max-restarts", str(restarts)]
+    global LAST_START
+    LAST_START = time.time()  # the workers' START lines are on this clock
     started = time.perf_counter()
     # A session of its own, so that a launcher that hangs can be stopped with all its workers.
     proc = subprocess.Popen(
@@ -175,15 +191,25 @@ def bare(job: str, **extra: str) -> float:
     return time.perf_counter() - started
 
 
-def timed(name: str, **extra: str) -> float:
+LAST_START = 0.0
+
+
+def first_worker(text: str) -> float:
+    """Seconds from the last launch to its first worker's START line (nan without one)."""
+    starts = [float(x) for x in re.findall(r"START (\d+\.\d+)", text)]
+    return min(starts) - LAST_START if starts else float("nan")
+
+
+def timed(name: str, **extra: str) -> tuple[float, float]:
+    """Wall time of one launch, and the time to its first worker's first line."""
     took, text, code = launch(name, **extra)
     if code != 0:
         raise SystemExit(f"{name} failed (exit {code}):\n{text[-2000:]}")
-    return took
+    return took, first_worker(text)
 
 
 def installed(name: str) -> bool:
-    module = LAUNCHERS[name][0][-1]
+    module = KNOWN[name][0][-1]
     return (
         subprocess.run([PY, "-c", f"import {module}"], capture_output=True, env=env()).returncode
         == 0
@@ -202,7 +228,7 @@ def recovery(name: str) -> tuple[float, float] | None:
 
 
 def peak_rss(name: str) -> float:
-    base, job = LAUNCHERS[name]
+    base, job = KNOWN[name]
     cmd = [*base, *one_node(name), "--nproc-per-node", "2", str(HERE / job)]
     proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     agent, peak = psutil.Process(proc.pid), 0
@@ -219,14 +245,23 @@ def load() -> str:
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def load1() -> float:
+    return os.getloadavg()[0]
+
+
 def round_robin(names: list[str], repeat: int) -> dict[str, list[float]]:
-    """Wall times keyed ``bare noop``, ``bare gloo``, ``<launcher> noop``, ``<launcher> gloo``."""
+    """Wall times keyed ``bare noop``, ``bare gloo``, ``<launcher> noop``, ``<launcher> gloo``;
+    ``<launcher> first`` the no-op job's time to its first worker; ``load`` per round."""
     times: dict[str, list[float]] = {}
     for _ in range(repeat):
+        times.setdefault("load", []).append(load1())
         for job, extra in (("noop", {"BENCH_NOOP": "1"}), ("gloo", {})):
             times.setdefault(f"bare {job}", []).append(bare("job_tensorplay.py", **extra))
             for name in names:
-                times.setdefault(f"{name} {job}", []).append(timed(name, **extra))
+                took, first = timed(name, **extra)
+                times.setdefault(f"{name} {job}", []).append(took)
+                if job == "noop":
+                    times.setdefault(f"{name} first", []).append(first)
     return times
 
 
@@ -242,7 +277,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=9, help="recovery trials per launcher")
     parser.add_argument("--repeat", type=int, default=5, help="runs per timing (median)")
     parser.add_argument("--launchers", default=",".join(LAUNCHERS), help="comma-separated")
-    parser.add_argument("--no-recovery", action="store_true", help="skip recovery and RSS")
+    parser.add_argument("--no-recovery", action="store_true", help="skip the recovery trials")
     parser.add_argument(
         "--floors",
         action="store_true",
@@ -259,32 +294,40 @@ def main() -> int:
         REPO_ON_PATH = False
         os.chdir(tempfile.gettempdir())  # `python -m` puts the working folder on sys.path
     wanted = [n.strip() for n in args.launchers.split(",")]
-    unknown = [n for n in wanted if n not in LAUNCHERS]
+    unknown = [n for n in wanted if n not in KNOWN]
     if unknown:
-        raise SystemExit(f"unknown launcher(s) {unknown}: choose from {list(LAUNCHERS)}")
+        raise SystemExit(f"unknown launcher(s) {unknown}: choose from {list(KNOWN)}")
     names = [n for n in wanted if installed(n)]
     floors = list(FLOORS) if args.floors else []
     print(f"load average before: {load()}", flush=True)
     runs = round_robin(names + floors, args.repeat)
     times = {k: statistics.median(v) for k, v in runs.items()}
     bare_noop, bare_gloo = times["bare noop"], times["bare gloo"]
-    print(f"bare: no-op {bare_noop:.3f} s, gloo init + all_reduce {bare_gloo:.3f} s")
+    loads = runs["load"]
     print(
-        "| launcher | no-op job | overhead | gloo job | x bare | recovery: first line "
-        "| recovery: group ready | recovery success | agent peak RSS |"
+        f"bare: no-op {bare_noop:.3f} s, gloo init + all_reduce {bare_gloo:.3f} s "
+        f"(1-min load over the rounds: median {times['load']:.2f}, "
+        f"{min(loads):.2f}-{max(loads):.2f})"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| launcher | no-op job | overhead | first worker | gloo job | x bare | recovery: "
+        "first line | recovery: group ready | recovery success | agent peak RSS | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in names + floors:
         noop, gloo = times[f"{name} noop"], times[f"{name} gloo"]
-        row = f"| {name} | {noop:.3f} s | {noop - bare_noop:.3f} s | {gloo:.3f} s | "
-        row += f"{gloo / bare_gloo:.2f} | "
+        row = f"| {name} | {noop:.3f} s | {noop - bare_noop:.3f} s | "
+        row += f"{times[f'{name} first']:.3f} s | {gloo:.3f} s | {gloo / bare_gloo:.2f} | "
         if args.no_recovery or name in FLOORS:
-            row += "- | - | - | - |"
+            row += "- | - | - | "
         else:
             first, ready, ok = recoveries(name, args.trials)
             row += f"{first:.3f} s | {ready:.3f} s | {ok}/{args.trials} | "
-            row += f"{peak_rss(name):.0f} MiB |"
-        print(row, flush=True)
+        if name in FLOORS:
+            row += "- | "
+        else:
+            row += f"{statistics.median(peak_rss(name) for _ in range(3)):.0f} MiB | "
+        print(row + f"{load1():.2f} |", flush=True)
     print_paired(runs, names + floors)
     print(f"load average after: {load()}")
     return 0

@@ -22,7 +22,6 @@ import functools
 import ipaddress
 import socket
 
-import psutil
 from attrs import frozen
 
 from tpelastic.adapters.ports import KeyValueStore
@@ -55,6 +54,8 @@ class OpenedStore:
 
 def local_addresses() -> set[str]:
     """This machine's interface addresses (IPv4 and IPv6) and host name. No DNS lookups."""
+    import psutil  # ~2.5 MiB: only for an endpoint that is not a loopback literal
+
     found = {"localhost", socket.gethostname()}
     for addresses in psutil.net_if_addrs().values():
         for address in addresses:

@@ -12,8 +12,6 @@ has the threat model.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -59,6 +57,10 @@ def load_secret(secret_file: str | None, environ: Mapping[str, str] = os.environ
 
 def tag(secret: bytes, key: str, value: bytes) -> bytes:
     """The hex HMAC-SHA256 of ``value`` under ``key``: a record is bound to where it is."""
+    # Imported with a secret only: hashlib loads OpenSSL, ~3.5 MiB in every agent without one.
+    import hashlib
+    import hmac
+
     mac = hmac.new(secret, b"tpelastic-record\0" + key.encode("utf-8") + b"\0", hashlib.sha256)
     mac.update(value)
     return mac.hexdigest().encode("ascii")
@@ -79,6 +81,8 @@ def verify(secret: bytes, key: str, stored: bytes) -> bytes:
     value, mark, got = stored.rpartition(_MARK)
     if not mark or len(got) != _TAG_HEX:
         raise StoreCorrupt(key, "not signed with the run secret")
+    import hmac
+
     if not hmac.compare_digest(got, tag(secret, key, value)):
         raise StoreCorrupt(key, "fails the run secret's check (forged, altered or moved)")
     return value

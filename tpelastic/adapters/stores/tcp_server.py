@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import heapq
-import hmac
 import itertools
 import logging
 import os
@@ -444,7 +443,7 @@ class StoreServer:
             out += b"\0" + wire.field(conn.nonce)
         else:  # PROVE (parse_request lets no other opcode through)
             if self._secret is not None and not (
-                conn.nonce and hmac.compare_digest(fields[0], wire.proof(self._secret, conn.nonce))
+                conn.nonce and wire.proof_matches(fields[0], self._secret, conn.nonce)
             ):
                 raise Refused("wrong secret", "its PROVE does not match the run secret")
             conn.trusted = True

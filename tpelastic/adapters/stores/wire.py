@@ -34,8 +34,6 @@ only after CHALLENGE and a PROVE of :func:`proof`; before that, any other reques
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import struct
 from collections.abc import Sequence
 
@@ -93,7 +91,18 @@ def decode_int64(raw: bytes) -> int:
 
 def proof(secret: bytes, nonce: bytes) -> bytes:
     """What PROVE sends for ``nonce``: the secret's HMAC of it (32 bytes)."""
+    # Imported with a secret only: hashlib loads OpenSSL, ~3.5 MiB in every agent without one.
+    import hashlib
+    import hmac
+
     return hmac.new(secret, b"tpelastic-store-auth\0" + nonce, hashlib.sha256).digest()
+
+
+def proof_matches(got: bytes, secret: bytes, nonce: bytes) -> bool:
+    """Whether ``got`` is :func:`proof` of ``nonce`` (compared in constant time)."""
+    import hmac
+
+    return hmac.compare_digest(got, proof(secret, nonce))
 
 
 def counter_value(stored: bytes | None) -> int:
@@ -134,5 +143,6 @@ __all__ = [
     "int64",
     "pack_keys",
     "proof",
+    "proof_matches",
     "request",
 ]
