@@ -1,10 +1,10 @@
 """What an agent imports on the multi-node backends: no tensorplay (nor torch, numpy).
 
-Not a timed test: it runs the real ``python -m tpelastic.run`` on the c10d and etcd backends
+Not a timed test: it runs the real ``python -m tpelastic.run`` on the c10d, file and etcd backends
 (real agent, real store, real worker processes) and lists the agent's ``sys.modules`` at exit,
 as tests/test_launch_imports.py does for ``--standalone``. Importing tensorplay costs an agent
-~0.2 s and ~80 MiB; our own servers host both the rendezvous store and the workers' bootstrap
-store, and tensorplay's client in the workers talks to them. Timings are in
+~0.2 s and ~80 MiB; our own server hosts the rendezvous store (or our own file store holds it)
+and the workers' bootstrap store, and tensorplay's client in the workers talks to it. Timings are in
 docs/benchmarks-launcher.md.
 """
 
@@ -102,6 +102,12 @@ def _check(launch: dict[str, object], heavy: tuple[str, ...] = HEAVY_IN_AGENT) -
 def test_a_c10d_agent_imports_no_tensorplay(tmp_path: Path) -> None:
     endpoint = f"127.0.0.1:{_free_port()}"
     launch = _launch(tmp_path, "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint)
+    _check(launch, HEAVY_IN_AGENT + HEAVY_IN_A_TCP_AGENT)
+
+
+def test_a_file_agent_imports_no_tensorplay(tmp_path: Path) -> None:
+    endpoint = str(tmp_path / "rdzv" / "store")
+    launch = _launch(tmp_path, "--rdzv-backend", "file", "--rdzv-endpoint", endpoint)
     _check(launch, HEAVY_IN_AGENT + HEAVY_IN_A_TCP_AGENT)
 
 

@@ -105,7 +105,7 @@ def test_the_c10d_alias_over_tensorplay_tcpstore_conforms(tensorplay_tcp: str) -
 
 
 @pytest.mark.slow
-def test_the_file_backend_over_tensorplay_filestore_conforms(tmp_path: Path) -> None:
+def test_the_file_backend_conforms(tmp_path: Path) -> None:
     paths = itertools.count()
 
     def options() -> dict[str, Any]:

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from tpelastic.adapters.stores import file_store, tcp_store
+from tpelastic.adapters.stores import tcp_store
+from tpelastic.adapters.stores.file import LogFileStore
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.rendezvous import (
     DynamicRendezvousHandler,
@@ -165,7 +166,7 @@ def _agree(rounds: list[Event], world: int, round_no: int) -> None:
 
 @pytest.fixture(params=["tcp", "file", "etcd"])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Cluster, Any]]:
-    """A cluster over a TCPStore hosted by the test, a FileStore in a temp dir, or a real etcd;
+    """A cluster over a TCPStore hosted by the test, a file store in a temp dir, or a real etcd;
     the second item is a client of the same store, for the test to look at the keys."""
     run_id = f"agents-{request.node.name.split('[')[0][-20:]}"
     store: Any
@@ -180,7 +181,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Cl
     else:
         path = str(tmp_path / "rdzv.store")
         cluster = Cluster("file", path, run_id)
-        store = file_store(path)
+        store = LogFileStore(path)
     try:
         yield cluster, store
     finally:
@@ -305,7 +306,7 @@ def _client(agents_of: Cluster, store: Any) -> Any:
         return store
     if agents_of.spec["backend"] == "tcp":
         return tcp_store("127.0.0.1", store.raw.port, is_server=False, timeout=5.0)
-    return file_store(agents_of.spec["endpoint"])
+    return LogFileStore(agents_of.spec["endpoint"])
 
 
 @pytest.mark.slow

@@ -2,7 +2,8 @@
 
 With the tcp backend the agent whose address matches the endpoint hosts the TCPStore server
 (config ``is_host`` overrides). When several agents run on the endpoint's machine, the first to
-bind hosts and the others connect as clients. With ``store_type=file`` the endpoint is a path.
+bind hosts and the others connect as clients. With ``store_type=file`` the endpoint is a path
+(:class:`~tpelastic.adapters.stores.file.LogFileStore`: ours, so no tensorplay in the agent).
 
 ``store_type=tcp`` (the default) uses our TCPStore server and client
 (:mod:`~tpelastic.adapters.stores.tcp_server`, :mod:`~tpelastic.adapters.stores.tcp_client`):
@@ -106,10 +107,10 @@ def open_rendezvous_store(params: RendezvousParameters) -> OpenedStore:
 
 def _open(params: RendezvousParameters, secret: bytes | None) -> OpenedStore:
     if params.store_type == "file":
-        from tpelastic.adapters.stores.tensorplay_store import file_store
+        from tpelastic.adapters.stores.file import LogFileStore
 
         try:
-            store = _signed(file_store(params.endpoint), secret)
+            store = _signed(LogFileStore(params.endpoint), secret)
             return OpenedStore(store=store, is_host=False, endpoint=params.endpoint)
         except StoreUnavailable as error:
             raise RendezvousConnectionError(str(error)) from error
