@@ -106,7 +106,44 @@ def check_store_endpoint(
         return "", None  # a plugin reads its endpoint its own way
     if backend.startswith("etcd") and "," in endpoint:
         return "", None  # several etcd members: the etcd client tries each
+    if "," in endpoint:
+        candidates = check_store_candidates(endpoint)
+        listed = ", ".join(_host_port(h, p) for h, p in candidates)
+        raise ConfigError(
+            f"rendezvous endpoint lists {len(candidates)} store hosts ({listed}): the {backend} "
+            "backend takes one host:port; for a store that outlives any one host use "
+            "--rdzv-backend etcd (docs/backends.md)"
+        )
     return check_endpoint("rendezvous endpoint", endpoint)
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def check_store_candidates(endpoint: str) -> list[tuple[str, int]]:
+    """The ``host:port`` candidates of a comma-separated endpoint, each well formed, with a
+    port, and listed once.
+
+    Raises:
+        ConfigError: one line naming the candidate and what is wrong with it.
+    """
+    found: list[tuple[str, int]] = []
+    for n, part in enumerate(endpoint.split(","), start=1):
+        text = part.strip()
+        if not text:
+            raise ConfigError(f"rendezvous endpoint {endpoint!r}: store host {n} is empty")
+        host, port = check_endpoint(f"rendezvous endpoint store host {n}", text)
+        if not host or port is None or not text.rsplit(":", 1)[-1].isdigit():
+            raise ConfigError(
+                f"rendezvous endpoint {endpoint!r}: store host {n} ({text!r}) needs host:port"
+            )
+        if (host, port) in found:
+            raise ConfigError(
+                f"rendezvous endpoint {endpoint!r}: store host {host}:{port} is listed twice"
+            )
+        found.append((host, port))
+    return found
 
 
 def require_reachable(what: str, host: str, port: int, timeout: float) -> None:
@@ -153,6 +190,7 @@ def require_reachable(what: str, host: str, port: int, timeout: float) -> None:
 
 __all__ = [
     "check_endpoint",
+    "check_store_candidates",
     "check_store_endpoint",
     "free_port",
     "require_free_port",
