@@ -255,3 +255,23 @@ def test_L6_a_dead_successor_is_reported_within_the_peer_loss_window(
             break
         now += period
     assert now - death <= liveness.peer_loss_window(timeout, interval) - liveness.PEER_LOSS_MARGIN
+
+
+def test_L7_a_leave_opens_the_next_round_only_while_the_rendezvous_is_open() -> None:
+    store: dict[str, bytes] = {}
+    state, out = drive(fresh(), mm.LeaveRequested(now=0.0), store, CFG)
+    assert out == [mm.Left(wrote=True)]
+    assert decode_reason(store[KEYS.gone(3, 0)]) == "left"
+    assert decode_reason(store[KEYS.opened(3)]) == "membership"
+    assert KEYS.closed() not in store  # leaving never closes the rendezvous
+    closed = {KEYS.closed(): encode_closed(ClosedRecord(outcome="succeeded"))}
+    state, out = drive(fresh(), mm.LeaveRequested(now=0.0), closed, CFG)
+    assert out == [mm.Left(wrote=False)] and set(closed) == {KEYS.closed()}
+    # A look that saw the close spares the read; no round completed: nothing to leave.
+    seen, _ = drive(fresh(), mm.LookRequested(now=0.0), dict(closed), CFG)
+    assert mm.step(seen, mm.LeaveRequested(now=1.0), CFG).effects == (mm.Left(wrote=False),)
+    alone = mm.member_state(KEYS, "a")
+    assert mm.step(alone, mm.LeaveRequested(now=1.0), CFG).effects == (mm.Left(wrote=False),)
+    bad = {KEYS.closed(): b"garbage"}
+    state, out = drive(fresh(), mm.LeaveRequested(now=0.0), bad, CFG)
+    assert [type(o) for o in out] == [mm.MemberFailed] and KEYS.opened(3) not in bad

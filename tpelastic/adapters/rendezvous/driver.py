@@ -276,7 +276,8 @@ def run_member(
     config: RendezvousConfig,
     clock: Callable[[], float],
 ) -> tuple[member.MemberState, object]:
-    """Step a round member's machine from ``event`` to its outcome (``Looked`` or ``Closed``),
+    """Step a round member's machine from ``event`` to its outcome (``Looked``, ``Closed`` or
+    ``Left``),
     carrying out its store requests in order; return the new state and the outcome.
 
     The replies are decoded into the machine's typed facts (``member.decode``) before each
@@ -296,7 +297,7 @@ def run_member(
             if isinstance(effect, StoreOps):
                 done = OpsDone(replies=execute_ops(store, effect.ops), now=clock())
                 next_event = member.decode(state, done, config)
-            elif isinstance(effect, (member.Looked, member.Closed)):
+            elif isinstance(effect, (member.Looked, member.Closed, member.Left)):
                 return state, effect
             elif isinstance(effect, member.MemberFailed):
                 raise StateCorrupt(effect.reason)

@@ -284,7 +284,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
             from_round=previous.result.round_no if previous else None,
             reason=reason,
             # The attempts spent in our last round: its closer carries them into the new count.
-            attempt=max(self._attempt, self._member.attempt_seen) if previous else 0,
+            attempt=member.carried_attempt(self._member, self._attempt),
             clock=self._clock,
             # A join that loses the store resumes the node's place only while its own
             # heartbeats held: otherwise a peer may already have found it dead.
@@ -308,6 +308,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
                 if raw is not None:
                     decode_closed(raw)  # validate: foreign bytes are an error, not "closed"
                     self._closed = True
+                    self._member = evolve(self._member, closed=True)
         return self._closed
 
     def set_closed(self, outcome: str = "succeeded", reason: str = "") -> None:
@@ -360,12 +361,11 @@ class DynamicRendezvousHandler(RendezvousHandler):
         try:
             if self._joined is not None:
                 try:
-                    if not self.is_closed():
-                        with self._errors("leaving"):
-                            ops = membership.leave_ops(
-                                self._keys, self._joined.result, self.node_id
-                            )
-                            execute_ops(self._store, ops)
+                    with self._errors("leaving"):
+                        event = member.LeaveRequested(now=self._clock())
+                        self._member, _ = run_member(
+                            self._store, self._member, event, self.settings.config, self._clock
+                        )
                 except RendezvousError as error:
                     if getattr(error.__cause__, "loss", None) is None:
                         log.warning("%s", error)
@@ -427,8 +427,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
                 self._store, self._member, event, self.settings.config, self._clock
             )
         assert isinstance(looked, member.Looked)
-        if looked.watch.closed is not None:
-            self._closed = True
+        self._closed = self._closed or self._member.closed
         return looked.watch
 
     def can_wait_for_change(self) -> bool:

@@ -1,5 +1,5 @@
 """Every transition of a round's member between joins is in this table: its looks, the report
-of a dead ring successor, and the close of the rendezvous.
+of a dead ring successor, its graceful leave, and the close of the rendezvous.
 
 While its workers run, a member of round R looks at what ends its world: the close, round R+1
 opened, nodes arriving at R+1, and the next in-place attempt of R (``membership.watch_ops``).
@@ -13,6 +13,10 @@ Closing the rendezvous takes the forming round's result slot (``membership.close
 member first finds that round: from the ``published`` hint (and past its own round) forward
 while results exist, and back while the previous result is missing (the hint ran ahead, or the
 store started again empty).
+
+A graceful leave writes the member's ``gone`` mark for R+1 and opens R+1 for the others
+(``membership.leave_ops``), unless no round completed or the rendezvous is closed (a look saw
+it, or one read finds it): then the job is over for everyone and there is nothing to open.
 
 The store's replies are decoded into typed facts (:func:`decode`) before they are stepped: the
 guards ask questions about facts, never about bytes. Pure: time and replies come in as events,
@@ -36,6 +40,7 @@ from tpelastic.core.rendezvous.ops import Get, Op, OpsDone, Reply, StoreOps
 from tpelastic.core.rendezvous.records import (
     RoundResult,
     StateCorrupt,
+    decode_closed,
     decode_counter,
     decode_reason,
 )
@@ -54,6 +59,8 @@ class MemberPhase(enum.Enum):
     LOCATING = "locating"  # (closing) the published hint's read is out
     PROBING = "probing"  # (closing) reading results around one round
     CLOSING = "closing"  # (closing) the close's writes are out
+    CHECKING = "checking"  # (leaving) the closed record's read is out
+    LEAVING = "leaving"  # (leaving) the leave's writes are out
 
 
 @frozen(kw_only=True)
@@ -88,6 +95,12 @@ class MemberState:
 def member_state(keys: RunKeys, node: str, result: RoundResult | None = None) -> MemberState:
     """A member of ``result`` (None: no round completed yet) that has not looked yet."""
     return MemberState(keys=keys, node=node, result=result)
+
+
+def carried_attempt(state: MemberState, running: int) -> int:
+    """The in-place attempt of its round a member's next join reports (its closer carries it
+    into the next round's count): the one it runs, or a newer one a look saw opened."""
+    return max(running, state.attempt_seen) if state.result is not None else 0
 
 
 # -- events: requests, and the store's replies decoded into facts ------------------------------
@@ -171,6 +184,29 @@ class ResultsProbed:
 
 
 @frozen(kw_only=True)
+class LeaveRequested:
+    """Leave gracefully: the others form the next round without this node."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+
+
+@frozen(kw_only=True)
+class ClosedRead:
+    """Whether the closed record exists (it was validated)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    closed: bool
+
+
+@frozen(kw_only=True)
 class Written:
     """The writes asked for are done."""
 
@@ -194,6 +230,8 @@ class RepliesUnreadable:
 
 
 MEMBER_EVENTS: tuple[type, ...] = (
+    LeaveRequested,
+    ClosedRead,
     LookRequested,
     LookRead,
     DeathReported,
@@ -217,6 +255,18 @@ class Looked:
     __hash__ = value_hash
 
     watch: RoundWatch
+
+
+@frozen(kw_only=True)
+class Left:
+    """Outcome: the leave is written, or there was nothing to leave (no round, or the
+    rendezvous is closed: the job is over for everyone)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    wrote: bool
 
 
 @frozen(kw_only=True)
@@ -271,6 +321,11 @@ def decode(state: MemberState, done: OpsDone, config: RendezvousConfig) -> objec
                 keys.published_rounds(), lambda: decode_counter(_bytes(replies[-1], "hint"))
             )
             return HintRead(now=now, published=hint)
+        if state.phase is MemberPhase.CHECKING:
+            raw = _named(keys.closed(), lambda: _bytes(replies[0], "closed flag"))
+            if raw is not None:
+                _named(keys.closed(), lambda: decode_closed(raw))
+            return ClosedRead(now=now, closed=raw is not None)
         if state.phase is MemberPhase.PROBING:
             raws = [
                 _named(keys.result(state.probing), lambda r=r: _bytes(r, "round result"))  # type: ignore[misc]
@@ -348,6 +403,26 @@ def _probe_ops(keys: RunKeys, round_no: int) -> tuple[Op, ...]:
 def in_a_round(state: MemberState, event: LookRequested, config: RendezvousConfig) -> bool:
     """This node completed a round (a look before the first is rejected)."""
     return state.result is not None
+
+
+def nothing_to_leave(state: MemberState, event: LeaveRequested, config: RendezvousConfig) -> bool:
+    """No round completed, or a look saw the close: the leave writes nothing."""
+    return state.result is None or state.closed
+
+
+def something_to_leave(state: MemberState, event: LeaveRequested, config: RendezvousConfig) -> bool:
+    """A member of a round not known to be closed."""
+    return not nothing_to_leave(state, event, config)
+
+
+def run_closed(state: MemberState, event: ClosedRead, config: RendezvousConfig) -> bool:
+    """The rendezvous is closed: leaving would open a round nobody joins."""
+    return event.closed
+
+
+def run_open(state: MemberState, event: ClosedRead, config: RendezvousConfig) -> bool:
+    """The rendezvous is open: the leave is written."""
+    return not event.closed
 
 
 def world_stands(state: MemberState, event: LookRead, config: RendezvousConfig) -> bool:
@@ -471,6 +546,23 @@ def write_close(state: MemberState, event: ResultsProbed, config: RendezvousConf
     return state, (StoreOps(ops),)
 
 
+def check_closed(state: MemberState, event: LeaveRequested, config: RendezvousConfig) -> Out:
+    return state, (StoreOps((Get(state.keys.closed()),)),)
+
+
+def left_without_writing(state: MemberState, event: object, config: RendezvousConfig) -> Out:
+    return state, (Left(wrote=False),)
+
+
+def write_leave(state: MemberState, event: ClosedRead, config: RendezvousConfig) -> Out:
+    assert state.result is not None
+    return state, (StoreOps(membership.leave_ops(state.keys, state.result, state.node)),)
+
+
+def left(state: MemberState, event: Written, config: RendezvousConfig) -> Out:
+    return state, (Left(wrote=True),)
+
+
 def closed(state: MemberState, event: Written, config: RendezvousConfig) -> Out:
     return evolve(state, closed=True, close=None), (Closed(),)
 
@@ -530,8 +622,44 @@ ROWS = (
     ),
     R(src=P.PROBING, on=RepliesUnreadable, dst=P.IDLE, action="fail_unreadable"),
     R(src=P.CLOSING, on=Written, dst=P.IDLE, action="closed"),
+    R(
+        src=P.IDLE,
+        on=LeaveRequested,
+        dst=P.IDLE,
+        guard="nothing_to_leave",
+        action="left_without_writing",
+    ),
+    R(
+        src=P.IDLE,
+        on=LeaveRequested,
+        dst=P.CHECKING,
+        guard="something_to_leave",
+        action="check_closed",
+    ),
+    R(
+        src=P.CHECKING,
+        on=ClosedRead,
+        dst=P.IDLE,
+        guard="run_closed",
+        action="left_without_writing",
+        note="the job is over for everyone: nothing to open",
+    ),
+    R(
+        src=P.CHECKING,
+        on=ClosedRead,
+        dst=P.LEAVING,
+        guard="run_open",
+        action="write_leave",
+        note="its gone mark, and the next round opened: leaving never closes the rendezvous",
+    ),
+    R(src=P.CHECKING, on=RepliesUnreadable, dst=P.IDLE, action="fail_unreadable"),
+    R(src=P.LEAVING, on=Written, dst=P.IDLE, action="left"),
 )
 GUARDS: dict[str, Guard] = {
+    "nothing_to_leave": nothing_to_leave,
+    "something_to_leave": something_to_leave,
+    "run_closed": run_closed,
+    "run_open": run_open,
     "in_a_round": in_a_round,
     "successor_dead": successor_dead,
     "successor_alive": successor_alive,
@@ -540,6 +668,10 @@ GUARDS: dict[str, Guard] = {
     "probe_behind": probe_behind,
 }
 ACTIONS: dict[str, Action] = {
+    "check_closed": check_closed,
+    "left_without_writing": left_without_writing,
+    "write_leave": write_leave,
+    "left": left,
     "look": look,
     "answer": answer,
     "report_dead": report_dead,
@@ -576,6 +708,9 @@ __all__ = [
     "TABLE",
     "CloseRequested",
     "Closed",
+    "ClosedRead",
+    "LeaveRequested",
+    "Left",
     "DeathReported",
     "HintRead",
     "LookRead",
@@ -590,6 +725,7 @@ __all__ = [
     "change_keys",
     "decode",
     "look_ops",
+    "carried_attempt",
     "member_state",
     "step",
 ]
