@@ -4,8 +4,10 @@ server's handshake (nothing is served to a connection that has not proved the se
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -156,3 +158,104 @@ def test_a_server_without_a_secret_lets_a_client_with_one_in() -> None:
         client.close()
     finally:
         server.stop()
+
+
+def test_etcd_records_are_signed_with_the_run_secret(etcd: Any, tmp_path: Path) -> None:
+    """The etcd backend with a secret: its records (the leased heartbeat included) carry the
+    tag, and a closed record a stranger with etcd access writes is corrupt state, not a close."""
+    from tpelastic.adapters.rendezvous.etcd_factory import create_etcd_handler
+    from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
+    from tpelastic.adapters.stores.etcd import EtcdStore
+    from tpelastic.core.rendezvous.keys import RunKeys
+    from tpelastic.core.rendezvous.records import ClosedRecord, encode_closed
+    from tpelastic.rendezvous import RendezvousStateError
+
+    path = tmp_path / "run.secret"
+    path.write_bytes(SECRET)
+    endpoint = ",".join(f"{host}:{port}" for host, port in etcd.endpoints)
+    prefix = f"/signed{next(_names)}"
+    params = RendezvousParameters(
+        "etcd", endpoint, "job", 1, 1, etcd_prefix=prefix, secret_file=str(path)
+    )
+    handler = create_etcd_handler(params)
+    stranger = EtcdStore(etcd.endpoints, prefix=prefix, timeout=5.0)
+    keys = RunKeys("job")
+    try:
+        info = handler.next_rendezvous()
+        assert info.world_size == 1
+        result = stranger.get(keys.result(0))
+        assert result is not None and b"#hmac-sha256=" in result
+        beat = stranger.get(keys.heartbeat(handler.node_id))  # type: ignore[attr-defined]
+        assert beat is not None and beat.startswith(b"alive\n#hmac-sha256="), beat
+        stranger.set(keys.closed(), encode_closed(ClosedRecord(outcome="failed", reason="x")))
+        with pytest.raises(RendezvousStateError, match="not signed with the run secret"):
+            handler.is_closed()
+    finally:
+        handler.shutdown()
+        stranger.close()
+
+
+def test_static_records_are_signed_with_the_run_secret() -> None:
+    """The static backend with a secret (tensorplay's TCPStore: no handshake): two nodes meet
+    over signed records; a stranger's joined mark for the missing third node, or its closed
+    record, is corrupt state, never a member or a close."""
+    import threading
+
+    from tpelastic.adapters.rendezvous.static import StaticTCPRendezvous
+    from tpelastic.adapters.stores.tensorplay_store import tcp_store
+    from tpelastic.core.rendezvous.keys import RunKeys
+    from tpelastic.core.rendezvous.records import ClosedRecord, encode_closed
+    from tpelastic.rendezvous import RendezvousStateError
+
+    port = _free_port()
+    nodes = [
+        StaticTCPRendezvous("127.0.0.1", port, rank, 3, "job", 20.0, secret=SECRET)
+        for rank in range(3)
+    ]
+    outcomes: dict[int, object] = {}
+
+    def join(rank: int) -> None:
+        try:
+            outcomes[rank] = nodes[rank].next_rendezvous()
+        except Exception as error:  # the outcome is the test's to judge
+            outcomes[rank] = error
+
+    threads = [threading.Thread(target=join, args=(rank,), daemon=True) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    stranger = tcp_store("127.0.0.1", port, is_server=False, timeout=10.0)
+    try:
+        deadline = time.monotonic() + 15.0
+        while stranger.get("tpelastic/job/static/joined/1") is None:
+            assert time.monotonic() < deadline, outcomes
+            time.sleep(0.05)
+        stranger.set("tpelastic/job/static/joined/2", b"joined")
+        for thread in threads:
+            thread.join(15.0)
+        assert all(isinstance(outcomes[r], RendezvousStateError) for r in (0, 1)), outcomes
+        assert "not signed with the run secret" in str(outcomes[0]), outcomes
+
+        # The third node comes: with the stranger's mark gone, the nodes meet over signed marks.
+        stranger.delete("tpelastic/job/static/joined/2")
+        threads = [threading.Thread(target=join, args=(r,), daemon=True) for r in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(20.0)
+        assert [getattr(outcomes[r], "world_size", outcomes[r]) for r in range(3)] == [3, 3, 3]
+        closed = "tpelastic/job/" + RunKeys("job").closed()
+        stranger.set(closed, encode_closed(ClosedRecord(outcome="failed")))
+        with pytest.raises(RendezvousStateError, match="not signed with the run secret"):
+            nodes[1].is_closed()
+    finally:
+        stranger.close()
+        for node in reversed(nodes):
+            node.shutdown()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

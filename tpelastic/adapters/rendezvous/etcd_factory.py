@@ -2,19 +2,22 @@
 
 The endpoint lists the members (``host1:port,host2:port``); ``--rdzv-conf`` keys:
 ``etcd_prefix`` (key prefix, default ``/tpelastic``), ``cacert``, ``cert``, ``key`` (TLS),
-``user``, ``password`` (etcd auth) and ``read_timeout`` (seconds one store call may take,
-trying every member in turn). The workers' bootstrap store is a TCPStore hosted by the round's
-rank-0 agent (:mod:`~tpelastic.adapters.rendezvous.bootstrap`); etcd only carries the rendezvous.
+``user``, ``password`` (etcd auth), ``read_timeout`` (seconds one store call may take,
+trying every member in turn) and ``secret_file`` (the run secret: records are signed and
+checked). The workers' bootstrap store is a TCPStore hosted by the round's rank-0 agent
+(:mod:`~tpelastic.adapters.rendezvous.bootstrap`); etcd only carries the rendezvous.
 """
 
 from __future__ import annotations
 
+from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.rendezvous.backends import StoreRendezvousBackend
 from tpelastic.adapters.rendezvous.bootstrap import bootstrap_host
 from tpelastic.adapters.rendezvous.dynamic import DynamicRendezvousHandler
 from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
 from tpelastic.adapters.rendezvous.parameters import RendezvousParameters
 from tpelastic.adapters.rendezvous.settings import RendezvousSettings
+from tpelastic.adapters.stores.signed import sign, signed
 
 
 class EtcdRendezvousBackend(StoreRendezvousBackend):
@@ -28,11 +31,20 @@ class EtcdRendezvousBackend(StoreRendezvousBackend):
 
     name = "etcd"
 
+    def __init__(self, store: KeyValueStore, secret: bytes | None = None) -> None:
+        # etcd's own TLS and auth decide who reaches it; the run secret makes every record
+        # verifiable on top, as on the other stores (docs/security.md).
+        super().__init__(store if secret is None else signed(store, secret))
+        self._etcd = store
+        self._secret = secret
+
     def set_leased(self, key: str, value: bytes, ttl: float) -> None:
-        self._store.set_leased(key, value, ttl)  # type: ignore[attr-defined]
+        if self._secret is not None:
+            value = sign(self._secret, key, value)
+        self._etcd.set_leased(key, value, ttl)  # type: ignore[attr-defined]
 
     def revoke_lease(self) -> None:
-        self._store.revoke_lease()  # type: ignore[attr-defined]
+        self._etcd.revoke_lease()  # type: ignore[attr-defined]
 
 
 def _text(params: RendezvousParameters, key: str) -> str | None:
@@ -50,6 +62,7 @@ def create_etcd_handler(params: RendezvousParameters) -> DynamicRendezvousHandle
     """
     from tpelastic.adapters.stores.errors import StoreUnavailable
     from tpelastic.adapters.stores.etcd import EtcdStore, parse_endpoints
+    from tpelastic.adapters.stores.signed import load_secret
 
     RendezvousSettings.from_parameters(params)  # bad config fails before anything connects
     store = EtcdStore(
@@ -63,12 +76,16 @@ def create_etcd_handler(params: RendezvousParameters) -> DynamicRendezvousHandle
         password=_text(params, "password"),
     )
     try:
+        secret = load_secret(params.get("secret_file"))
         store.get("probe")  # fail now, in one line, when no member answers
     except StoreUnavailable as error:
         store.close()
         raise RendezvousConnectionError(f"etcd at {params.endpoint}: {error}") from error
+    except ValueError:
+        store.close()
+        raise
     return DynamicRendezvousHandler.from_parameters(
-        params, EtcdRendezvousBackend(store), bootstrap_host=bootstrap_host("tcp")
+        params, EtcdRendezvousBackend(store, secret), bootstrap_host=bootstrap_host("tcp")
     )
 
 

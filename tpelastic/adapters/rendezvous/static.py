@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousClosedError,
     RendezvousConnectionError,
@@ -31,7 +32,8 @@ from tpelastic.adapters.rendezvous.errors import (
 from tpelastic.adapters.rendezvous.handler import RendezvousHandler
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
-from tpelastic.adapters.stores.errors import StoreUnavailable
+from tpelastic.adapters.stores.errors import StoreCorrupt, StoreUnavailable
+from tpelastic.adapters.stores.signed import load_secret, signed
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.records import (
     ClosedRecord,
@@ -42,6 +44,8 @@ from tpelastic.core.rendezvous.records import (
 
 if TYPE_CHECKING:
     from tpelastic.adapters.stores.tensorplay_store import TensorplayStore
+
+_JOINED = b"joined"
 
 
 class StaticTCPRendezvous(RendezvousHandler):
@@ -56,6 +60,8 @@ class StaticTCPRendezvous(RendezvousHandler):
         timeout: the join timeout in seconds: how long to wait for the host and the other nodes.
         is_host: whether this node runs the store server (default: ``rank == 0``).
         read_timeout: how long one store call may take once joined.
+        secret: the run secret: every record is signed and checked (tensorplay's TCPStore has
+            no handshake, and the workers share it; docs/security.md).
     """
 
     def __init__(
@@ -69,6 +75,7 @@ class StaticTCPRendezvous(RendezvousHandler):
         *,
         is_host: bool | None = None,
         read_timeout: float = 60.0,
+        secret: bytes | None = None,
     ) -> None:
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"static rendezvous: rank {rank} is outside 0..{world_size - 1}")
@@ -82,8 +89,9 @@ class StaticTCPRendezvous(RendezvousHandler):
         self.timeout = timeout
         self.is_host = rank == 0 if is_host is None else is_host
         self.read_timeout = read_timeout
+        self._secret = secret
         self._base: TensorplayStore | None = None
-        self._run_store: TensorplayStore | None = None
+        self._run_store: KeyValueStore | None = None
         self._info: RendezvousInfo | None = None
         self._closed = False
         self._closed_key = RunKeys(run_id).closed()
@@ -127,16 +135,23 @@ class StaticTCPRendezvous(RendezvousHandler):
         self._info = RendezvousInfo(store, self.rank, self.world_size, master)
         return self._info
 
-    def _first_contact(self) -> TensorplayStore:
+    def _signed(self, store: KeyValueStore) -> KeyValueStore:
+        return store if self._secret is None else signed(store, self._secret)
+
+    def _first_contact(self) -> KeyValueStore:
         # Imported here: tensorplay costs every agent ~0.2 s and ~80 MiB, and only the static
         # backend needs it.
         from tpelastic.adapters.stores.tensorplay_store import prefix_store, tcp_store
 
         # The host may start later than we do: a client made with the join timeout keeps
         # retrying the connection until then (the regular client gives up after read_timeout).
-        joining = prefix_store(
-            f"tpelastic/{self.run_id}",
-            tcp_store(self.master_addr, self.master_port, is_server=False, timeout=self.timeout),
+        joining = self._signed(
+            prefix_store(
+                f"tpelastic/{self.run_id}",
+                tcp_store(
+                    self.master_addr, self.master_port, is_server=False, timeout=self.timeout
+                ),
+            )
         )
         try:
             closed = self._read_closed(joining)
@@ -150,7 +165,7 @@ class StaticTCPRendezvous(RendezvousHandler):
             raise RendezvousClosedError(f"static rendezvous {self.run_id!r} is closed")
         return joining
 
-    def _publish_master(self, store: TensorplayStore, timeout: float = 0.0) -> RendezvousStoreInfo:
+    def _publish_master(self, store: KeyValueStore, timeout: float = 0.0) -> RendezvousStoreInfo:
         return RendezvousStoreInfo.build(
             self.rank,
             store,
@@ -160,14 +175,20 @@ class StaticTCPRendezvous(RendezvousHandler):
             timeout=timeout,
         )
 
-    def _join_barrier(
-        self, store: TensorplayStore, joining: TensorplayStore, deadline: float
-    ) -> None:
+    def _join_barrier(self, store: KeyValueStore, joining: KeyValueStore, deadline: float) -> None:
         # One key per rank rather than a counter: joining again (a retry after a timeout, a
         # restarted agent) cannot count a node twice.
-        joining.set(f"static/joined/{self.rank}", b"1")
+        joining.set(f"static/joined/{self.rank}", _JOINED)
         everyone = [f"static/joined/{rank}" for rank in range(self.world_size)]
-        if not store.wait_for(everyone, max(0.0, deadline - time.monotonic())):
+        present = store.wait_for(everyone, max(0.0, deadline - time.monotonic()))
+        for key in everyone if present else ():
+            # Not a bare digit: a digit passes as a counter, which the run secret cannot sign.
+            if store.get(key) != _JOINED:
+                raise RendezvousStateError(
+                    f"static rendezvous {self.run_id!r}: corrupt rendezvous state at {key!r}: "
+                    "not a joined mark"
+                )
+        if not present:
             missing = [rank for rank, key in enumerate(everyone) if store.get(key) is None]
             raise RendezvousJoinTimeoutError(
                 f"static rendezvous {self.run_id!r}: {self.world_size - len(missing)} of "
@@ -175,7 +196,7 @@ class StaticTCPRendezvous(RendezvousHandler):
                 f"(missing ranks: {', '.join(map(str, missing))})"
             )
 
-    def _store(self) -> TensorplayStore:
+    def _store(self) -> KeyValueStore:
         from tpelastic.adapters.stores.tensorplay_store import prefix_store, tcp_store
 
         if self._run_store is None:
@@ -190,7 +211,7 @@ class StaticTCPRendezvous(RendezvousHandler):
                 raise RendezvousConnectionError(
                     f"static rendezvous {self.run_id!r}: cannot host the store: {error}"
                 ) from error
-            self._run_store = prefix_store(f"tpelastic/{self.run_id}", self._base)
+            self._run_store = self._signed(prefix_store(f"tpelastic/{self.run_id}", self._base))
         return self._run_store
 
     def is_closed(self) -> bool:
@@ -212,13 +233,13 @@ class StaticTCPRendezvous(RendezvousHandler):
             self._store().set_if_absent(self._closed_key, record)
         self._closed = True
 
-    def _read_closed(self, store: TensorplayStore) -> bool:
-        raw = store.get(self._closed_key)
-        if raw is None:
-            return False
+    def _read_closed(self, store: KeyValueStore) -> bool:
         try:
+            raw = store.get(self._closed_key)
+            if raw is None:
+                return False
             decode_closed(raw)  # foreign bytes are an error, not "closed"
-        except StateCorrupt as error:
+        except (StateCorrupt, StoreCorrupt) as error:
             raise RendezvousStateError(
                 f"static rendezvous {self.run_id!r}: corrupt rendezvous state at "
                 f"{self._closed_key!r}: {error}"
@@ -264,6 +285,7 @@ def create_static_handler(params: RendezvousParameters) -> StaticTCPRendezvous:
         params.timeout.join.total_seconds(),
         is_host=params.is_host,
         read_timeout=params.read_timeout,
+        secret=load_secret(params.get("secret_file")),
     )
 
 
