@@ -52,13 +52,14 @@ class Ending:
 
 
 class WaitingAgents:
-    """Agents of one run, ``--nnodes 3``, the first hosting the store at a free port."""
+    """Agents of one run, ``--nnodes 3``: on the store at ``port`` (a ``tpelastic store``), or
+    without one, the first hosting the store at a free port."""
 
-    def __init__(self, folder: Path, run_id: str) -> None:
+    def __init__(self, folder: Path, run_id: str, port: int | None = None) -> None:
         self.folder = folder
         self.run_id = run_id
         self.keys = RunKeys(run_id)
-        self.port = free_port()
+        self.port = free_port() if port is None else port
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
         self.peak_rss = 0
