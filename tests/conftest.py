@@ -6,8 +6,15 @@ two cores. ``nightly`` is for long hunts. Choose with HYPOTHESIS_PROFILE.
 """
 
 import os
+import pathlib
+import random
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tpelastic.adapters import clock
+
+_TESTS = pathlib.Path(__file__).resolve().parent
 
 settings.register_profile("dev", max_examples=30, stateful_step_count=25, deadline=None)
 settings.register_profile(
@@ -20,3 +27,21 @@ settings.register_profile(
 )
 settings.register_profile("nightly", max_examples=5000, stateful_step_count=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+# The agent and rendezvous adapter tests run on a default clock shifted by a large random
+# offset (inherited by the processes they start), so that a direct read of time.monotonic
+# anywhere in the code under test gives a deadline far off and fails the test.
+_OFFSET_CLOCK_DIRS = ("adapters/agent", "adapters/rendezvous")
+
+
+@pytest.fixture(autouse=True)
+def offset_clock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> float:
+    """The offset of the default clock in this test (0 outside the directories above)."""
+    where = pathlib.Path(str(request.node.path)).resolve().relative_to(_TESTS).as_posix()
+    if not where.startswith(_OFFSET_CLOCK_DIRS):
+        return 0.0
+    offset = random.Random().uniform(1e6, 1e7)
+    monkeypatch.setattr(clock.SYSTEM_CLOCK, "_offset", offset)
+    monkeypatch.setenv(clock.OFFSET_ENV, repr(offset))
+    return offset

@@ -135,5 +135,18 @@ class Clock(Protocol):
         """Block for ``seconds`` (returns at once for ``seconds <= 0``)."""
         ...
 
+    def deadline(self, seconds: float) -> float:
+        """The instant ``seconds`` from now."""
+        ...
+
+    def remaining(self, deadline: float) -> float:
+        """Seconds left until ``deadline`` (0 once it has passed)."""
+        ...
+
+    def wall(self) -> float:
+        """Wall-clock seconds since the epoch, for people only (log lines, error files, event
+        timestamps): never compared with a monotonic instant or another host's clock."""
+        ...
+
 
 __all__ = ["Clock", "KeyValueStore", "MultiGetStore", "WaitAnyStore"]

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator, Mapping
 
 from attrs import frozen
+
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 
 PROGRESS_FILE_ENV = "TPELASTIC_PROGRESS_FILE"
 _RECORD_LEN = 85
@@ -55,7 +57,8 @@ class ProgressSample:
 class ProgressReporter:
     """Writes one worker's counter to ``path``; the file is created (or truncated) on open."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self.path = os.fspath(path)
         self.counter = 0
         self.waiting = False
@@ -78,7 +81,7 @@ class ProgressReporter:
     def step(self, n: int = 1) -> int:
         """Add ``n`` steps; returns the new counter."""
         # The worker's own monotonic clock: a step's duration never mixes two hosts' clocks.
-        now = time.monotonic()
+        now = self._clock.now()
         if self._last_step is not None and n > 0:
             self.step_us = int((now - self._last_step) * 1e6 / n)
         self._last_step = now

@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.cli.errors import UsageError
 
 
@@ -105,17 +106,17 @@ def _from_agent(url: str) -> dict[str, Any]:
     return view
 
 
-def _watch(read: Any, every: float, as_json: bool) -> int:
+def _watch(read: Any, every: float, as_json: bool, clock: Clock = SYSTEM_CLOCK) -> int:
     try:
         if as_json:
             while True:
                 print(json.dumps(read(), sort_keys=True), flush=True)
-                time.sleep(every)
+                clock.sleep(every)
         from rich.live import Live
 
         with Live(render(read()), auto_refresh=False, screen=False) as live:
             while True:
-                time.sleep(every)
+                clock.sleep(every)
                 live.update(render(read()), refresh=True)
     except KeyboardInterrupt:
         return 0

@@ -14,7 +14,7 @@ a torchrun-style agent around it:
   lost);
 * ``leave`` makes it call ``shutdown()`` and exit 0; a rendezvous error ends it with exit 3.
 
-It prints one JSON line per event, flushed, each with ``t`` (``time.monotonic()``, one clock for
+It prints one JSON line per event, flushed, each with ``t`` (``SYSTEM_CLOCK.now()``, one clock for
 every process of the machine): ``started``, ``joining``, ``round``, ``fenced``, ``look_failed``,
 ``leaving``, ``left``, ``closed``, ``error``. SIGALRM ends it after the hard timeout and it dies
 with its parent, so it never outlives a test run.
@@ -29,9 +29,9 @@ import queue
 import signal
 import sys
 import threading
-import time
 from typing import Any
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.rendezvous.errors import RendezvousError
 from tpelastic.adapters.rendezvous.handler import RendezvousHandler
 from tpelastic.adapters.rendezvous.info import RendezvousInfo
@@ -41,7 +41,7 @@ EXIT_GAVE_UP = 3
 
 
 def say(event: str, **fields: Any) -> None:
-    print(json.dumps({"event": event, "t": time.monotonic(), **fields}), flush=True)
+    print(json.dumps({"event": event, "t": SYSTEM_CLOCK.now(), **fields}), flush=True)
 
 
 def load_factory(path: str) -> Any:

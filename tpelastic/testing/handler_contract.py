@@ -32,13 +32,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from attrs import define, field, frozen
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from tpelastic.adapters.clock import SYSTEM_CLOCK
 
 Options = Mapping[str, Any]
 
@@ -178,7 +179,7 @@ class HandlerConformance(RuleBasedStateMachine):
                 self.events.put((agent.slot, json.loads(line)))
             except ValueError:
                 continue  # a stray print of the handler; the protocol lines are JSON
-        end = {"event": "eof", "t": time.monotonic(), "pid": agent.proc.pid}
+        end = {"event": "eof", "t": SYSTEM_CLOCK.now(), "pid": agent.proc.pid}
         self.events.put((agent.slot, end))
 
     def _stderr(self, agent: _Agent) -> str:
@@ -193,9 +194,9 @@ class HandlerConformance(RuleBasedStateMachine):
 
     def _pump(self, seconds: float) -> None:
         """Apply events for ``seconds`` (at least what is already queued)."""
-        deadline = time.monotonic() + seconds
+        deadline = SYSTEM_CLOCK.now() + seconds
         while True:
-            left = deadline - time.monotonic()
+            left = deadline - SYSTEM_CLOCK.now()
             try:
                 slot, event = self.events.get(timeout=max(0.0, left))
             except queue.Empty:
@@ -203,9 +204,9 @@ class HandlerConformance(RuleBasedStateMachine):
             self._apply(slot, event)
 
     def _pump_until(self, done: Callable[[], bool], seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
+        deadline = SYSTEM_CLOCK.now() + seconds
         while not done():
-            left = deadline - time.monotonic()
+            left = deadline - SYSTEM_CLOCK.now()
             if left <= 0:
                 return False
             self._pump(min(left, 0.05))
@@ -409,7 +410,7 @@ class HandlerConformance(RuleBasedStateMachine):
         agent = candidates[pick % len(candidates)]
         self._pump(0.0)
         key = agent.key
-        at = time.monotonic()
+        at = SYSTEM_CLOCK.now()
         agent.proc.send_signal(signal.SIGKILL)
         agent.proc.wait(self.step_timeout)
         self._stop_training(agent, at)
@@ -426,7 +427,7 @@ class HandlerConformance(RuleBasedStateMachine):
         agent = candidates[pick % len(candidates)]
         self._pump(0.0)
         seconds = 2.0 * self.dead_after if long else 0.2 * self.dead_after
-        at = time.monotonic()
+        at = SYSTEM_CLOCK.now()
         agent.proc.send_signal(signal.SIGSTOP)
         try:
             if long:

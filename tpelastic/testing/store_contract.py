@@ -23,11 +23,11 @@ Usage in a third party's tests::
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.ports import KeyValueStore
 from tpelastic.adapters.stores.errors import StoreUnavailable
 from tpelastic.adapters.stores.memory import MemoryStore
@@ -59,10 +59,10 @@ def _opened(factory: StoreFactory) -> Iterator[KeyValueStore]:
 def check_get_absent_is_none(factory: StoreFactory) -> None:
     """get of a key never written is None, at once."""
     with _opened(factory) as store:
-        started = time.monotonic()
+        started = SYSTEM_CLOCK.now()
         got = store.get("absent")
         _expect(got is None, "get(absent) must be None", got)
-        _expect(time.monotonic() - started < 1.0, "get(absent) must not wait for the key")
+        _expect(SYSTEM_CLOCK.now() - started < 1.0, "get(absent) must not wait for the key")
 
 
 def check_set_then_get(factory: StoreFactory) -> None:
@@ -152,9 +152,9 @@ def check_wait_for_present_and_timeout(factory: StoreFactory) -> None:
         _expect(store.wait_for([], 0), "wait_for on no keys must be True")
         _expect(store.wait_for(["w1"], float("inf")), "an infinite timeout is allowed")
         _expect(not store.wait_for(["w1", "missing"], 0), "one missing key: False")
-        started = time.monotonic()
+        started = SYSTEM_CLOCK.now()
         _expect(not store.wait_for(["missing"], 0.3), "wait_for must time out")
-        spent = time.monotonic() - started
+        spent = SYSTEM_CLOCK.now() - started
         _expect(0.25 <= spent < 2.0, "wait_for must honour its timeout", f"{spent:.3f} s")
 
 
@@ -164,14 +164,14 @@ def check_wait_for_wakes(factory: StoreFactory) -> None:
         outcome: dict[str, Any] = {}
 
         def waiter() -> None:
-            started = time.monotonic()
+            started = SYSTEM_CLOCK.now()
             outcome["found"] = store.wait_for(["late", "early"], 10.0)
-            outcome["spent"] = time.monotonic() - started
+            outcome["spent"] = SYSTEM_CLOCK.now() - started
 
         store.set("early", b"1")
         thread = threading.Thread(target=waiter, daemon=True)
         thread.start()
-        time.sleep(0.2)  # let the waiter block before the key appears
+        SYSTEM_CLOCK.sleep(0.2)  # let the waiter block before the key appears
         store.set("late", b"1")
         thread.join(10.0)
         _expect(outcome.get("found") is True, "wait_for must see a key set meanwhile", outcome)

@@ -6,11 +6,12 @@ Moved out of the run loop so that it stays one screenful per job; the behaviour 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 from tpelastic.adapters.agent.membership import Membership, wait_counter
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.core import agent as core
 
 DEPART_WAIT = 10.0  # how long a finished node keeps the store up for peers still closing
@@ -23,6 +24,7 @@ def exit_barrier(
     timeout: float,
     poll: float,
     look: Callable[[float], Any | None],
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Any:
     """Arrive at round ``round_no``'s exit barrier and wait for every node of the round.
 
@@ -38,24 +40,24 @@ def exit_barrier(
     assert joined is not None
     store, world = joined.store, joined.facts.group_world_size
     key = f"agent/exit/{round_no}/arrived"
-    deadline = time.monotonic() + timeout
+    deadline = clock.deadline(timeout)
     try:
         store.add(key, 1)
-        while not wait_counter(store, key, world, time.monotonic(), poll):
-            now = time.monotonic()
+        while not wait_counter(store, key, world, clock.now(), poll, clock):
+            now = clock.now()
             seen = look(now)
             if seen is not None:
                 return seen
             if now >= deadline:
                 return core.ExitBarrierTimedOut(now=now)
-            time.sleep(poll)
+            clock.sleep(poll)
     except Exception as error:  # the store went away under us: our workers did succeed
-        now = time.monotonic()
+        now = clock.now()
         return core.RendezvousFailed(now=now, reason=str(error), kind="connection")
-    return core.ExitBarrierPassed(now=time.monotonic())
+    return core.ExitBarrierPassed(now=clock.now())
 
 
-def depart(membership: Membership, timeout: float) -> None:
+def depart(membership: Membership, timeout: float, clock: Clock = SYSTEM_CLOCK) -> None:
     """Say this node is done (the job succeeded, or failed for everyone); the store's host
     stays up (at most ``timeout`` s, capped at :data:`DEPART_WAIT`) until every peer of the
     current attempt has said so, so a peer still learns how the job ended. Never raises."""
@@ -71,8 +73,8 @@ def depart(membership: Membership, timeout: float) -> None:
         joined.store.add(key, 1)
         if not membership.hosts_store:
             return
-        deadline = time.monotonic() + min(DEPART_WAIT, timeout)
-        wait_counter(joined.store, key, joined.facts.group_world_size, deadline, 0.02)
+        deadline = clock.deadline(min(DEPART_WAIT, timeout))
+        wait_counter(joined.store, key, joined.facts.group_world_size, deadline, 0.02, clock)
     except Exception:  # a peer that hosted the store is gone: nothing left to wait for
         pass
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from tpelastic.adapters.agent.in_place import attempt_name
 from tpelastic.adapters.agent.membership import Joined, Membership
 from tpelastic.adapters.agent.observers import Observers
 from tpelastic.adapters.agent.spec import WorkerSpec
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous import errors as rz
 from tpelastic.adapters.workers.api import ProcessFailure
 from tpelastic.core import agent as core
@@ -43,6 +43,7 @@ class EffectHandlers:
     """
 
     _spec: WorkerSpec
+    _clock: Clock
     _membership: Membership
     _queue: deque[Any]
     _obs: Observers
@@ -67,7 +68,9 @@ class EffectHandlers:
         if self._spec.events != "null":
             from tpelastic.adapters.sinks.events import EventSource, event_from_emit, record
 
-            record(event_from_emit(effect, EventSource.AGENT, time.time()), self._spec.events)
+            record(
+                event_from_emit(effect, EventSource.AGENT, self._clock.wall()), self._spec.events
+            )
         if effect.name == "agent.warning":
             log.warning("%s", effect.as_dict().get("reason"))
 
@@ -76,7 +79,7 @@ class EffectHandlers:
 
     def _do_JoinRendezvous(self, effect: core.JoinRendezvous) -> None:
         reason, self._join_reason = self._join_reason, None
-        started = time.monotonic()
+        started = self._clock.now()
         try:
             joined = self._membership.join(failure=effect.failure, reason=reason)
         except rz.RendezvousClosedError as error:
@@ -88,12 +91,12 @@ class EffectHandlers:
             if isinstance(error, rz.RendezvousStateError):
                 kind = "corrupt"
             self._obs.rendezvous("timed_out" if timed_out else "failed", "FAILED", str(error))
-            now = time.monotonic()
+            now = self._clock.now()
             self._queue.append(core.RendezvousFailed(now=now, reason=str(error), kind=kind))
             return
         facts = joined.facts
         publish.round_joined(
-            facts, time.monotonic() - started, self._spec.max_restarts, self._spec.local_world_size
+            facts, self._clock.now() - started, self._spec.max_restarts, self._spec.local_world_size
         )
         self._obs.rendezvous(
             "round_joined",
@@ -105,7 +108,7 @@ class EffectHandlers:
         )
         self._queue.append(
             core.RoundCompleted(
-                now=time.monotonic(),
+                now=self._clock.now(),
                 round=facts.round,
                 group_rank=facts.group_rank,
                 group_world_size=facts.group_world_size,
@@ -115,7 +118,7 @@ class EffectHandlers:
 
     def _closed_while_joining(self, why: str) -> Any:
         """The join's close with one more look at it, for the node step to read."""
-        now = time.monotonic()
+        now = self._clock.now()
         try:
             closed = self._membership.look().closed
         except Exception:  # the store may be gone with the job: the core reads None
@@ -143,7 +146,7 @@ class EffectHandlers:
             group_world_size=effect.group_world_size,
         )
         self._failures = {}
-        envs = self._obs.worker_envs(envs, effect.round, time.monotonic())
+        envs = self._obs.worker_envs(envs, effect.round, self._clock.now())
         publish.workers(HEALTHY=spec.local_world_size)
         log.info(
             "round %d%s: node %d of %d, restart %d/%d, starting %d worker(s), master %s:%d",
@@ -183,7 +186,12 @@ class EffectHandlers:
         from tpelastic.adapters.agent.barrier import exit_barrier
 
         ended = exit_barrier(
-            self._membership, effect.round, timeout=spec.exit_barrier_timeout, poll=poll, look=look
+            self._membership,
+            effect.round,
+            timeout=spec.exit_barrier_timeout,
+            poll=poll,
+            look=look,
+            clock=self._clock,
         )
         self._queue.append(ended)
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections import deque
 from typing import Any
 
@@ -23,6 +22,7 @@ from tpelastic.adapters.agent import publish
 from tpelastic.adapters.agent.membership import Joined, Membership
 from tpelastic.adapters.agent.observers import Observers
 from tpelastic.adapters.agent.spec import WorkerSpec
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous import errors as rz
 from tpelastic.core import agent as core
 from tpelastic.core.agent.events import RendezvousFailureKind
@@ -34,6 +34,7 @@ class InPlaceRestarts:
     """The effect handlers of in-place restarts (mixed into ``SimpleElasticAgent``)."""
 
     _spec: WorkerSpec
+    _clock: Clock
     _membership: Membership
     _queue: deque[Any]
     _obs: Observers
@@ -49,7 +50,7 @@ class InPlaceRestarts:
         except rz.RendezvousError as error:
             why = f"could not open attempt {effect.attempt} of round {effect.round}: {error}"
             self._obs.rendezvous("failed", "FAILED", why)
-            now = time.monotonic()
+            now = self._clock.now()
             self._queue.append(core.RendezvousFailed(now=now, reason=why, kind="connection"))
             return
         log.warning(
@@ -76,7 +77,7 @@ class InPlaceRestarts:
                 kind = "corrupt"
             why = f"attempt {effect.attempt} of round {effect.round}: {error}"
             self._obs.rendezvous("failed", "FAILED", why)
-            self._queue.append(core.RendezvousFailed(now=time.monotonic(), reason=why, kind=kind))
+            self._queue.append(core.RendezvousFailed(now=self._clock.now(), reason=why, kind=kind))
             return None
         if not isinstance(outcome, Joined):
             self._queue.append(outcome)

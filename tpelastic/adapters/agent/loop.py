@@ -26,7 +26,6 @@ import contextlib
 import logging
 import os
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,8 @@ from tpelastic.adapters.agent.in_place import InPlaceRestarts, attempt_name
 from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.agent.observers import Observers, describe_stall
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous import errors as rz
 from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
 from tpelastic.adapters.workers.signals import (
@@ -105,7 +106,8 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
     """The run loop over a rendezvous handler; subclasses start, wait for and stop workers.
 
     ``exit_barrier_timeout`` and ``shutdown_timeout`` (torch's arguments) override the spec's
-    ``exit_barrier_timeout`` and ``close_timeout`` when given.
+    ``exit_barrier_timeout`` and ``close_timeout`` when given. ``clock`` is where the agent
+    reads the time; it must be the one the rendezvous handler's keep-alive runs on.
     """
 
     def __init__(
@@ -113,6 +115,8 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         spec: WorkerSpec,
         exit_barrier_timeout: float | None = None,
         shutdown_timeout: float | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         changes: dict[str, float] = {}
         if exit_barrier_timeout is not None:
@@ -122,11 +126,13 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         if changes:
             spec = evolve(spec, **changes)  # type: ignore[arg-type]
         self._spec = spec
+        self._clock = clock
         self._membership = Membership(
             spec.rdzv_handler,
             master_addr=spec.master_addr,
             master_port=spec.master_port,
             local_addr=spec.local_addr,
+            clock=clock,
         )
         self._config = core.AgentConfig(
             max_restarts=spec.max_restarts,
@@ -154,7 +160,9 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         # left (the launcher arms its exit guard there); None for library callers.
         self.on_outcome: Callable[[int], None] | None = None
         handler = spec.rdzv_handler
-        self._obs = Observers(spec, self._config, lambda: handler.get_run_id(), lambda: self._state)
+        self._obs = Observers(
+            spec, self._config, lambda: handler.get_run_id(), lambda: self._state, clock
+        )
 
     # -- what subclasses provide ----------------------------------------------------------------
 
@@ -283,7 +291,7 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
                 ):
                     from tpelastic.adapters.agent.barrier import depart
 
-                    depart(self._membership, self._spec.exit_barrier_timeout)
+                    depart(self._membership, self._spec.exit_barrier_timeout, self._clock)
             finally:
                 code = self._state.exit_code
                 if self.on_outcome is not None and code is not None:
@@ -296,7 +304,7 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         return self._result()
 
     def _loop(self) -> None:
-        self._queue.append(core.AgentStarted(now=time.monotonic()))
+        self._queue.append(core.AgentStarted(now=self._clock.now()))
         while self._state.phase not in TERMINAL:
             try:
                 event = self._queue.popleft() if self._queue else self._observe()
@@ -304,7 +312,7 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
                     self._feed(event)
             except SignalException as stop:
                 self._queue.clear()
-                self._feed(core.SignalReceived(now=time.monotonic(), signum=int(stop.sigval)))
+                self._feed(core.SignalReceived(now=self._clock.now(), signum=int(stop.sigval)))
 
     def _feed(self, observation: Any) -> None:
         done = composed.node_step(self._node, observation, self._node_config)
@@ -348,9 +356,9 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
             # outcome; nothing queued means the table rejected that outcome (a round that does
             # not fit this node's config): the world cannot be formed as configured.
             why = f"the rendezvous gave a round this agent rejects ({self._state.phase.name})"
-            return core.RendezvousFailed(now=time.monotonic(), reason=why, kind="connection")
+            return core.RendezvousFailed(now=self._clock.now(), reason=why, kind="connection")
         result = self._wait_workers(self._spec.monitor_interval)
-        now = time.monotonic()
+        now = self._clock.now()
         if result is not None:
             return self._workers_ended(result, now)
         stall = self._obs.stuck(now, self._live_local_ranks)
@@ -382,8 +390,8 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
     def _observe_hold(self) -> Any:
         """A held failure: keep looking (a look also times the ring successor, whose loss is
         what the hold waits for); the core decides when the hold is over."""
-        time.sleep(min(self._spec.monitor_interval, _LOOK_EVERY))
-        now = time.monotonic()
+        self._clock.sleep(min(self._spec.monitor_interval, _LOOK_EVERY))
+        now = self._clock.now()
         seen = self._look(now, running=False)
         return seen if seen is not None else core.TimePassed(now=now)
 
@@ -410,7 +418,10 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
 
         name = f"tpelastic-round-watch-{attempt_name(round_no, attempt)}"
         self._watcher = RoundWatcher(
-            self._membership.wait_for_change, name=name, on_fire=self._wake_from_workers_wait
+            self._membership.wait_for_change,
+            name=name,
+            on_fire=self._wake_from_workers_wait,
+            clock=self._clock,
         ).start()
 
     def _wake_from_workers_wait(self) -> None:
@@ -452,7 +463,12 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
             if (why := self._obs.timer_reason(pf.pid, pf.signal_name()))
         }
         failures = report.to_worker_failures(
-            result.failures, group_rank=rank, local_world_size=size, now=now, reasons=timed_out
+            result.failures,
+            group_rank=rank,
+            local_world_size=size,
+            now=now,
+            reasons=timed_out,
+            wall_now=self._clock.wall(),
         )
         publish.failed(failures, timed_out=set(timed_out), local_world_size=size)
         for failure in failures:

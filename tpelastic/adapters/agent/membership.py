@@ -19,13 +19,14 @@ fresh port for the workers' own store, and keys under the attempt's number.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 from attrs import evolve, frozen
 
 from tpelastic.adapters.agent.env import RoundFacts
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous.driver import execute_ops
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousConnectionError,
@@ -86,6 +87,7 @@ class Membership:
             both are given; otherwise rank 0 publishes a fresh free port each round.
         local_addr: the address rank 0 publishes (default: the handler's choice).
         bootstrap_timeout: how long non-zero ranks wait for rank 0's endpoint.
+        clock: the agent's clock (bootstrap deadlines).
     """
 
     def __init__(
@@ -96,8 +98,10 @@ class Membership:
         master_port: int | None = None,
         local_addr: str | None = None,
         bootstrap_timeout: float = 600.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.handler = handler
+        self._clock = clock
         self.round_aware = callable(getattr(handler, "watch", None))
         # Restarts a round's workers in place (attempts within a round) instead of re-joining:
         # always with fixed membership (its one round's attempts are written here).
@@ -376,7 +380,7 @@ class Membership:
         config = peer_wait.PeerWaitConfig(timeout=self._bootstrap_timeout)
         state = peer_wait.PeerWaitState()
         what = f"rank 0's endpoint of round {round_no} attempt {attempt}"
-        event: object = peer_wait.PeerWaitRequested(now=time.monotonic(), what=what)
+        event: object = peer_wait.PeerWaitRequested(now=self._clock.now(), what=what)
         got: tuple[Any, RendezvousStoreInfo] | None = None
         seen: Any | None = None
         while True:
@@ -384,14 +388,14 @@ class Membership:
             state = result.state
             for effect in result.effects:
                 if isinstance(effect, peer_wait.AwaitPeer):
-                    left = max(0.0, effect.until - time.monotonic())
+                    left = self._clock.remaining(effect.until)
                     try:
                         got = self._attempt_endpoint(attempt, left)
-                        event = peer_wait.PeerAnswer(now=time.monotonic())
+                        event = peer_wait.PeerAnswer(now=self._clock.now())
                     except RendezvousTimeoutError:
-                        event = peer_wait.PeerSilent(now=time.monotonic())
+                        event = peer_wait.PeerSilent(now=self._clock.now())
                 elif isinstance(effect, peer_wait.LookDue):
-                    now = time.monotonic()
+                    now = self._clock.now()
                     seen = look(now)
                     event = peer_wait.LookAnswered(now=now, news=seen is not None)
                 elif isinstance(effect, peer_wait.PeerAnswered):
@@ -454,7 +458,9 @@ def _int(blob: bytes | None, default: int) -> int:
         raise RendezvousStateError(f"expected a decimal counter, got {blob[:40]!r}") from None
 
 
-def wait_counter(store: Any, key: str, target: int, deadline: float, poll: float) -> bool:
+def wait_counter(
+    store: Any, key: str, target: int, deadline: float, poll: float, clock: Clock = SYSTEM_CLOCK
+) -> bool:
     """Wait until the counter at ``key`` reaches ``target`` or ``deadline`` (monotonic) passes.
 
     Raises:
@@ -469,9 +475,9 @@ def wait_counter(store: Any, key: str, target: int, deadline: float, poll: float
             raise RendezvousConnectionError(f"reading {key!r}: {error}") from error
         if value >= target:
             return True
-        if time.monotonic() >= deadline:
+        if clock.now() >= deadline:
             return False
-        time.sleep(poll)
+        clock.sleep(poll)
 
 
 __all__ = ["Joined", "Look", "Membership", "wait_counter"]

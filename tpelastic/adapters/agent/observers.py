@@ -24,11 +24,12 @@ import re
 import socket
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tpelastic.adapters.agent.spec import WorkerSpec
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.core import agent as core
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class Observers:
         config: the agent machine's config (recorded with every step).
         run_id: returns the job's run id (for rendezvous events and the health snapshot).
         state: returns the agent's current state (read by the health snapshot).
+        clock: the agent's clock (progress ages; wall time for event timestamps).
     """
 
     def __init__(
@@ -67,8 +69,10 @@ class Observers:
         config: core.AgentConfig,
         run_id: Callable[[], str],
         state: Callable[[], core.AgentState],
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._spec, self._config, self._run_id, self._state = spec, config, run_id, state
+        self._clock = clock
         self.agent_id = f"{os.uname().nodename}:{os.getpid()}"
         self._events: EventHandler | None = None
         if spec.events != "null":  # the sink module is imported only when events are on
@@ -198,7 +202,7 @@ class Observers:
             before=before,
             observation=observation,
             result=result,
-            now_wall=time.time(),
+            now_wall=self._clock.wall(),
         )
         self._seq += 1
         self._events.handle(event)
@@ -251,7 +255,7 @@ class Observers:
             return
         from tpelastic.adapters.sinks.join_trace import step_event
 
-        self._events.handle(step_event(now_wall=time.time(), **step))
+        self._events.handle(step_event(now_wall=self._clock.wall(), **step))
 
     def rendezvous(
         self,
@@ -291,7 +295,7 @@ class Observers:
                 error_trace=_current_trace() if state == "FAILED" else "",
                 round=round_no,
                 node=self.agent_id,
-                timestamp=time.time(),
+                timestamp=self._clock.wall(),
             )
         )
 
@@ -429,7 +433,7 @@ class Observers:
     def snapshot(self) -> dict[str, Any]:
         """What ``GET /health`` answers: the agent's state and each worker's progress age."""
         state = self._state()
-        now = time.monotonic()
+        now = self._clock.now()
         with self._lock:
             ages: dict[str, float | None] = {}
             if self._watch is not None:
@@ -491,7 +495,7 @@ class Observers:
     def status_record(self, seq: int) -> dict[str, Any]:
         """This node's status record (see :mod:`tpelastic.adapters.status`)."""
         state = self._state()
-        now = time.monotonic()
+        now = self._clock.now()
         first = max(state.group_rank, 0) * self._spec.local_world_size
         ranks = []
         with self._lock:

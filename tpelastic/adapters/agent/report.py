@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 from collections.abc import Mapping
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.workers.api import ChildFailedError, ProcessFailure
 from tpelastic.core.values import Instant
 from tpelastic.core.worker_group import WorkerFailure
@@ -21,15 +21,17 @@ def to_worker_failures(
     local_world_size: int,
     now: Instant,
     reasons: Mapping[int, str] | None = None,
+    wall_now: float | None = None,
 ) -> tuple[WorkerFailure, ...]:
     """The core's failure values for ``failures`` (keyed by local rank), earliest first.
 
     Wall-clock failure times are moved onto the agent's monotonic clock (``now`` is the
-    monotonic reading that goes with the present wall time), keeping their order. ``reasons``
-    (by local rank) replaces the process's own message, e.g. for a worker its timer killed.
+    monotonic reading that goes with the wall time ``wall_now``), keeping their order.
+    ``reasons`` (by local rank) replaces the process's own message, e.g. for a worker its
+    timer killed.
     """
     reasons = reasons or {}
-    wall_now = time.time()
+    wall_now = SYSTEM_CLOCK.wall() if wall_now is None else wall_now
     found = [
         WorkerFailure(
             local_rank=local_rank,

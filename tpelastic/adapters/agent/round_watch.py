@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
+
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,7 @@ class RoundWatcher:
         slice_: the longest single wait.
         on_fire: called (on the watcher's thread) right after the flag is raised; must not
             block. Exceptions are logged.
+        clock: tells a wait that returned at once from one that ran its slice.
     """
 
     def __init__(
@@ -47,8 +50,10 @@ class RoundWatcher:
         name: str,
         slice_: float = SLICE,
         on_fire: Callable[[], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._wait = wait
+        self._clock = clock
         self._on_fire = on_fire
         self._slice = slice_
         self._fired = threading.Event()
@@ -91,7 +96,7 @@ class RoundWatcher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            started = time.monotonic()
+            started = self._clock.now()
             try:
                 changed = self._wait(self._slice)
             except Exception as error:  # a lost store: the loop's looks count and report it
@@ -101,7 +106,7 @@ class RoundWatcher:
             if self._stop.is_set():
                 return
             if not changed:
-                if time.monotonic() - started < self._slice / 2:
+                if self._clock.now() - started < self._slice / 2:
                     self._stop.wait(_PAUSE)  # returned early without a change: do not spin
                 continue
             self._taken.clear()

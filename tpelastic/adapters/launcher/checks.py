@@ -7,9 +7,10 @@ import ipaddress
 import re
 import socket
 import sys
-import time
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.launcher.config import ConfigError
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous.parameters import parse_endpoint
 
 
@@ -146,7 +147,9 @@ def check_store_candidates(endpoint: str) -> list[tuple[str, int]]:
     return found
 
 
-def require_reachable(what: str, host: str, port: int, timeout: float) -> None:
+def require_reachable(
+    what: str, host: str, port: int, timeout: float, clock: Clock = SYSTEM_CLOCK
+) -> None:
     """Wait until a TCP connection to ``host:port`` opens, for up to ``timeout`` seconds.
 
     A store that is not up yet (its node starts later) is normal: the first refusal prints
@@ -160,12 +163,12 @@ def require_reachable(what: str, host: str, port: int, timeout: float) -> None:
     except (socket.gaierror, UnicodeError) as error:
         reason = getattr(error, "strerror", None) or str(error)
         raise ConfigError(f"{what} {host}:{port}: the host does not resolve ({reason})") from None
-    deadline = time.monotonic() + timeout
+    deadline = clock.deadline(timeout)
     said = False
     while True:
         last = ""
         for family, kind, proto, _name, address in addresses:
-            left = deadline - time.monotonic()
+            left = deadline - clock.now()
             try:
                 with socket.socket(family, kind, proto) as probe:
                     probe.settimeout(max(0.05, min(left, 5.0)))
@@ -173,7 +176,7 @@ def require_reachable(what: str, host: str, port: int, timeout: float) -> None:
                     return
             except OSError as error:
                 last = error.strerror or type(error).__name__
-        if time.monotonic() >= deadline:
+        if clock.now() >= deadline:
             raise ConfigError(
                 f"{what} {host}:{port} could not be reached within {timeout:g} s ({last}); "
                 "is the node that hosts it running?"
@@ -185,7 +188,7 @@ def require_reachable(what: str, host: str, port: int, timeout: float) -> None:
                 flush=True,
             )
             said = True
-        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+        clock.sleep(min(0.2, clock.remaining(deadline)))
 
 
 __all__ = [

@@ -15,11 +15,11 @@ pickled blob: see ``specs/rendezvous_join.md``.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from tpelastic.adapters.ports import KeyValueStore, WaitAnyStore
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock, KeyValueStore, WaitAnyStore
 from tpelastic.adapters.stores.errors import StoreUnavailable
 from tpelastic.adapters.stores.prefixed import PrefixedStore
 
@@ -166,25 +166,34 @@ class P10dRendezvousBackend(TpRendezvousBackend):
         store: the TCPStore (wrapped as a ``TensorplayStore``).
         retries: extra attempts after a fast failure.
         fast: a failure that took less than this many seconds counts as transient.
+        clock: times the failure and the backoff.
     """
 
     name = "p10d"
 
-    def __init__(self, store: KeyValueStore, *, retries: int = 3, fast: float = 0.5) -> None:
+    def __init__(
+        self,
+        store: KeyValueStore,
+        *,
+        retries: int = 3,
+        fast: float = 0.5,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         super().__init__(store)
         self._retries = retries
         self._fast = fast
+        self._clock = clock
 
     def _again(self, call: Callable[[], T]) -> T:
         for attempt in range(self._retries + 1):
-            started = time.monotonic()
+            started = self._clock.now()
             try:
                 return call()
             except StoreUnavailable:
-                transient = time.monotonic() - started < self._fast and not self._closed
+                transient = self._clock.now() - started < self._fast and not self._closed
                 if not transient or attempt == self._retries:
                     raise
-            time.sleep(0.05 * 2**attempt)  # 50, 100, 200 ms: the backlog or ports drain
+            self._clock.sleep(0.05 * 2**attempt)  # 50, 100, 200 ms: the backlog or ports drain
         raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
-from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock, KeyValueStore
 from tpelastic.adapters.rendezvous.backends import supports_leases
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousClosedError,
@@ -131,7 +131,7 @@ def run_join(
     addr: str = "",
     from_round: int | None = None,
     reason: str = "first",
-    clock: Callable[[], float] = time.monotonic,
+    clock: Clock = SYSTEM_CLOCK,
     heartbeats_held: Callable[[], bool] = lambda: True,
     reconnect_delay: float = 1.0,
     attempt: int = 0,
@@ -157,7 +157,7 @@ def run_join(
     event = JoinRequested(
         run_id=run_id,
         node=node,
-        now=clock(),
+        now=clock.now(),
         addr=addr,
         from_round=from_round,
         reason=reason,
@@ -169,16 +169,16 @@ def run_join(
             try:
                 return _drive(store, config, event, clock, context)
             except _StoreLost as lost:
-                next_try = clock() + reconnect_delay
+                next_try = clock.now() + reconnect_delay
                 waited_out = lost.error.waited_out
                 if not worth_retrying(
                     lost.state, retried=retried, next_try=next_try, waited_out=waited_out
                 ):
                     raise lost.error from None
                 log.warning("%s: %s; retrying in %gs", context, lost.error, reconnect_delay)
-                time.sleep(reconnect_delay)
+                clock.sleep(reconnect_delay)
                 held = heartbeats_held()
-                event = retry_request(lost.state, now=clock(), heartbeats_held=held)
+                event = retry_request(lost.state, now=clock.now(), heartbeats_held=held)
                 retried = True
 
 
@@ -195,7 +195,7 @@ def _drive(
     store: KeyValueStore,
     config: RendezvousConfig,
     event: object,
-    clock: Callable[[], float],
+    clock: Clock,
     context: str,
 ) -> JoinSucceeded:
     """Step one join to its end. Raises _StoreLost when the store fails under it."""
@@ -242,17 +242,17 @@ def _recording(config: RendezvousConfig, first: object) -> Callable[..., None] |
 
 
 def _carry_out(
-    store: KeyValueStore, effects: tuple[object, ...], clock: Callable[[], float], context: str
+    store: KeyValueStore, effects: tuple[object, ...], clock: Clock, context: str
 ) -> object | None:
     """Carry out one step's effects in order; return the next event (or the success)."""
     next_event: object | None = None
     for effect in effects:
         if isinstance(effect, StoreOps):
-            next_event = OpsDone(replies=execute_ops(store, effect.ops), now=clock())
+            next_event = OpsDone(replies=execute_ops(store, effect.ops), now=clock.now())
         elif isinstance(effect, StoreWait):
             # The deadline is on our own clock; the store only understands a timeout.
-            present = store.wait_for(effect.keys, timeout=max(0.0, effect.deadline - clock()))
-            next_event = WaitEnded(present=present, now=clock())
+            present = store.wait_for(effect.keys, timeout=clock.remaining(effect.deadline))
+            next_event = WaitEnded(present=present, now=clock.now())
         elif isinstance(effect, JoinSucceeded):
             return effect
         elif isinstance(effect, JoinFailed):
@@ -274,7 +274,7 @@ def run_member(
     state: member.MemberState,
     event: object,
     config: RendezvousConfig,
-    clock: Callable[[], float],
+    clock: Clock,
 ) -> tuple[member.MemberState, object]:
     """Step a round member's machine from ``event`` to its outcome (``Looked``, ``Closed`` or
     ``Left``),
@@ -295,7 +295,7 @@ def run_member(
         next_event: object | None = None
         for effect in result.effects:
             if isinstance(effect, StoreOps):
-                done = OpsDone(replies=execute_ops(store, effect.ops), now=clock())
+                done = OpsDone(replies=execute_ops(store, effect.ops), now=clock.now())
                 next_event = member.decode(state, done, config)
             elif isinstance(effect, (member.Looked, member.Closed, member.Left)):
                 return state, effect
@@ -338,7 +338,7 @@ class KeepAlive:
         *,
         run_id: str,
         node: str,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._store = store
         self._key = RunKeys(run_id).heartbeat(node)
@@ -386,7 +386,7 @@ class KeepAlive:
             log.log(level, "heartbeat %s failed (%d in a row)", self._key, count)
             return False
         self.consecutive_failures = 0
-        self.last_success = self._clock()
+        self.last_success = self._clock.now()
         return True
 
     def _run(self) -> None:

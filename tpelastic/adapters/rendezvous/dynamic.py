@@ -30,13 +30,13 @@ import logging
 import os
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from attrs import evolve, field, frozen
 
-from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock, KeyValueStore
 from tpelastic.adapters.rendezvous.backends import (
     C10dRendezvousBackend,
     StoreRendezvousBackend,
@@ -126,7 +126,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
             the agent can tell; the server stops when the handler shuts down).
         bootstrap_host: hosts the workers' bootstrap store while this node is rank 0 (a fresh
             server per attempt; stopped at shutdown); None: rank 0's worker hosts it.
-        clock: monotonic seconds; injected by tests.
+        clock: the node's clock (keep-alive and liveness timing); the agent's must be the same.
 
     Raises:
         ValueError: a bad run id.
@@ -143,7 +143,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
         local_addr: str | None = None,
         store_host: object | None = None,
         bootstrap_host: BootstrapHost | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if supports_leases(store) and not config.leased_liveness:
             # Every node of a run uses the same backend, so all of them judge liveness alike.
@@ -321,7 +321,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
             RendezvousStateError: the round results are unreadable.
         """
         with self._errors("closing the rendezvous"):
-            event = member.CloseRequested(now=self._clock(), outcome=outcome, reason=reason)
+            event = member.CloseRequested(now=self._clock.now(), outcome=outcome, reason=reason)
             self._member, _ = run_member(
                 self._store, self._member, event, self.settings.config, self._clock
             )
@@ -362,7 +362,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
             if self._joined is not None:
                 try:
                     with self._errors("leaving"):
-                        event = member.LeaveRequested(now=self._clock())
+                        event = member.LeaveRequested(now=self._clock.now())
                         self._member, _ = run_member(
                             self._store, self._member, event, self.settings.config, self._clock
                         )
@@ -391,7 +391,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
             return True
         config = self.settings.config
         timeout, interval = config.heartbeat_timeout, config.heartbeat_interval
-        return not keep_alive_lapsed(self._clock(), since, timeout, interval)
+        return not keep_alive_lapsed(self._clock.now(), since, timeout, interval)
 
     def keep_alive_last_beat(self) -> float | None:
         """When this node's last heartbeat landed (on the handler's clock; the keep-alive's
@@ -422,7 +422,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
         """
         self._require_round("watch")
         with self._errors("watching the next round"):
-            event = member.LookRequested(now=self._clock(), attempt=self._attempt)
+            event = member.LookRequested(now=self._clock.now(), attempt=self._attempt)
             self._member, looked = run_member(
                 self._store, self._member, event, self.settings.config, self._clock
             )
@@ -554,7 +554,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
 
     def _start_keep_alive(self) -> None:
         if self._keep_alive is None:
-            self._keep_alive_started = self._clock()
+            self._keep_alive_started = self._clock.now()
             self._keep_alive = KeepAlive(
                 self._store,
                 self.settings.config,

@@ -18,10 +18,10 @@ second job finds the first one's keys.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
-from tpelastic.adapters.ports import KeyValueStore
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock, KeyValueStore
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousClosedError,
     RendezvousConnectionError,
@@ -76,6 +76,7 @@ class StaticTCPRendezvous(RendezvousHandler):
         is_host: bool | None = None,
         read_timeout: float = 60.0,
         secret: bytes | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"static rendezvous: rank {rank} is outside 0..{world_size - 1}")
@@ -87,6 +88,7 @@ class StaticTCPRendezvous(RendezvousHandler):
         self.world_size = world_size
         self.run_id = run_id
         self.timeout = timeout
+        self._clock = clock
         self.is_host = rank == 0 if is_host is None else is_host
         self.read_timeout = read_timeout
         self._secret = secret
@@ -122,7 +124,7 @@ class StaticTCPRendezvous(RendezvousHandler):
             if self.is_closed():
                 raise RendezvousClosedError(f"static rendezvous {self.run_id!r} is closed")
             return self._info
-        deadline = time.monotonic() + self.timeout
+        deadline = self._clock.deadline(self.timeout)
         store = self._store()
         context = f"static rendezvous {self.run_id!r}, rank {self.rank}"
         with store_errors_as_rendezvous_errors(context):
@@ -131,7 +133,7 @@ class StaticTCPRendezvous(RendezvousHandler):
                 master = self._publish_master(store)
             self._join_barrier(store, joining, deadline)
             if self.rank != 0:
-                master = self._publish_master(store, max(0.0, deadline - time.monotonic()))
+                master = self._publish_master(store, self._clock.remaining(deadline))
         self._info = RendezvousInfo(store, self.rank, self.world_size, master)
         return self._info
 
@@ -180,7 +182,7 @@ class StaticTCPRendezvous(RendezvousHandler):
         # restarted agent) cannot count a node twice.
         joining.set(f"static/joined/{self.rank}", _JOINED)
         everyone = [f"static/joined/{rank}" for rank in range(self.world_size)]
-        present = store.wait_for(everyone, max(0.0, deadline - time.monotonic()))
+        present = store.wait_for(everyone, self._clock.remaining(deadline))
         for key in everyone if present else ():
             # Not a bare digit: a digit passes as a counter, which the run secret cannot sign.
             if store.get(key) != _JOINED:

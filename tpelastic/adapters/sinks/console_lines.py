@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.records import StateCorrupt, decode_reason
 
@@ -80,7 +81,7 @@ def joined_line(previous: Any, result: Any, gone: dict[str, str]) -> str:
 
 def waiting_line(config: Any, round_hint: str, now_wall: float | None = None) -> str:
     """What a joining node waits for, until when (local wall-clock time, for people only)."""
-    now_wall = time.time() if now_wall is None else now_wall
+    now_wall = SYSTEM_CLOCK.wall() if now_wall is None else now_wall
     until = time.strftime("%H:%M:%S", time.localtime(now_wall + config.join_timeout))
     want = (
         f"{config.min_nodes} node{'s' if config.min_nodes != 1 else ''}"

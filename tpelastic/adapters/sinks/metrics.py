@@ -14,12 +14,12 @@ import functools
 import logging
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any, Protocol, TypeVar, overload
 
 from attrs import field, frozen
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.sinks.lines import write_line
 
 DEFAULT_GROUP = "tpelastic"
@@ -169,7 +169,7 @@ class MetricsRouter:
 
     def put(self, name: str, value: float, group: str = DEFAULT_GROUP) -> None:
         """Send one observation, stamped now, to the group's handler."""
-        data = MetricData(time.time(), group, name, float(value))
+        data = MetricData(SYSTEM_CLOCK.wall(), group, name, float(value))
         self.handler_for(group).emit(data)
 
 
@@ -214,7 +214,9 @@ class MetricStream:
         self.handler = handler
 
     def add_value(self, metric_name: str, metric_value: float) -> None:
-        self.handler.emit(MetricData(time.time(), self.group_name, metric_name, metric_value))
+        self.handler.emit(
+            MetricData(SYSTEM_CLOCK.wall(), self.group_name, metric_name, metric_value)
+        )
 
 
 def getStream(group: str) -> MetricStream:
@@ -224,7 +226,7 @@ def getStream(group: str) -> MetricStream:
 
 def get_elapsed_time_ms(start_time_in_seconds: float) -> float:
     """Milliseconds since ``start_time_in_seconds`` (a ``time.time()`` value)."""
-    return (time.time() - start_time_in_seconds) * 1000.0
+    return (SYSTEM_CLOCK.wall() - start_time_in_seconds) * 1000.0
 
 
 @overload
@@ -244,7 +246,7 @@ def prof(fn: F | None = None, group: str = DEFAULT_GROUP) -> F | Callable[[F], F
 
         @functools.wraps(func)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start = SYSTEM_CLOCK.now()
             outcome = "failure"
             try:
                 result = func(*args, **kwargs)
@@ -252,7 +254,7 @@ def prof(fn: F | None = None, group: str = DEFAULT_GROUP) -> F | Callable[[F], F
                 return result
             finally:
                 put_metric(f"{key}.{outcome}", 1, group)
-                put_metric(f"{key}.duration.ms", (time.perf_counter() - start) * 1000.0, group)
+                put_metric(f"{key}.duration.ms", (SYSTEM_CLOCK.now() - start) * 1000.0, group)
 
         return timed  # type: ignore[return-value]
 

@@ -39,11 +39,12 @@ import itertools
 import json
 import math
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.stores.errors import StoreCorrupt, StoreUnavailable
 from tpelastic.adapters.stores.etcd_parts import (
     b64,
@@ -116,7 +117,9 @@ class EtcdStore:
         user: str | None = None,
         password: str | None = None,
         attempt_timeout: float = _ATTEMPT_TIMEOUT,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         if etcd3gw is None:
             raise EtcdExtraMissing(_INSTALL_HINT)
         check_arguments(endpoints, min(timeout, attempt_timeout), (cert, key), (user, password))
@@ -191,15 +194,15 @@ class EtcdStore:
     def _call(self, path: str, body: dict[str, Any]) -> Any:
         """POST to the current member, rotating on failure until the store's timeout."""
         self._check_open()
-        deadline = time.monotonic() + self._timeout
+        deadline = self._clock.now() + self._timeout
         problems: dict[str, str] = {}
         for attempt in itertools.count():
             with self._lock:
                 index = self._current
             if attempt and attempt % len(self._clients) == 0:
                 # Every member failed once: back off a little (an election takes ~1 s).
-                time.sleep(min(0.05 * 2 ** (attempt // len(self._clients)), 0.5))
-            left = deadline - time.monotonic()
+                self._clock.sleep(min(0.05 * 2 ** (attempt // len(self._clients)), 0.5))
+            left = deadline - self._clock.now()
             if left <= 0:
                 break
             try:
@@ -345,12 +348,12 @@ class EtcdStore:
     def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
         self._check_open()
         wanted = list(dict.fromkeys(keys))
-        deadline = time.monotonic() + max(0.0, timeout) if timeout < math.inf else math.inf
+        deadline = self._clock.now() + max(0.0, timeout) if timeout < math.inf else math.inf
         while True:
             missing, revision = self._missing(wanted)
             if not missing:
                 return True
-            left = deadline - time.monotonic()
+            left = deadline - self._clock.now()
             if left <= 0:
                 return False
             self._watch_once(missing, revision, min(left, _WATCH_SLICE))
@@ -385,7 +388,7 @@ class EtcdStore:
                 "filters": ["NODELETE"],
             }
         }
-        ends = time.monotonic() + budget
+        ends = self._clock.now() + budget
         client = self._clients[index]
         try:
             response = client.session.post(
@@ -406,7 +409,7 @@ class EtcdStore:
                 events = result.get("events", [])
                 if any(e["kv"]["key"] in wanted for e in events) or result.get("canceled"):
                     return
-                if time.monotonic() > ends:
+                if self._clock.now() > ends:
                     return
         except (requests.RequestException, ValueError, AttributeError):
             # Read timeout (nothing happened), a lost member, or close() shut the stream: the

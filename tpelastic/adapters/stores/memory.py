@@ -7,9 +7,10 @@ fast tests and the simulator, so it follows the port's contract literally and do
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.stores.errors import StoreCorrupt, StoreUnavailable
 
 
@@ -21,7 +22,8 @@ class MemoryStore:
     the contract asks.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self._data: dict[str, bytes] = {}
         self._changed = threading.Condition()
         self._closed = False
@@ -78,13 +80,13 @@ class MemoryStore:
 
     def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
         wanted = list(keys)
-        deadline = time.monotonic() + max(0.0, timeout)
+        deadline = self._clock.now() + max(0.0, timeout)
         with self._changed:
             while True:
                 self._check_open()
                 if all(key in self._data for key in wanted):
                     return True
-                left = deadline - time.monotonic()
+                left = deadline - self._clock.now()
                 if left <= 0:
                     return False
                 # Woken by any write (or close); loop re-checks keys and the deadline.

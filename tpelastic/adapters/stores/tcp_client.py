@@ -27,7 +27,6 @@ import logging
 import math
 import socket
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -119,28 +118,28 @@ class TcpStoreClient:
         usage = getattr(self._server, "usage", None)
         if usage is None:
             return True
-        deadline = time.monotonic() + timeout
+        deadline = self._clock.now() + timeout
         while True:
             with self._lock:
                 own = len(self._idle) + len(self._busy)
             if usage()["connections"] <= own:
                 return True
-            if time.monotonic() >= deadline:
+            if self._clock.now() >= deadline:
                 return False
-            time.sleep(poll)
+            self._clock.sleep(poll)
 
     # -- connections --------------------------------------------------------------------------
 
     def _connect(self, deadline: float) -> socket.socket:
         pause = _CONNECT_PAUSE_FIRST
         while True:
-            left = deadline - time.monotonic()
+            left = deadline - self._clock.now()
             try:
                 sock = socket.create_connection(self._address, timeout=max(0.05, min(left, 5.0)))
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError as error:
                 refused = isinstance(error, (ConnectionRefusedError, ConnectionResetError))
-                left = deadline - time.monotonic()
+                left = deadline - self._clock.now()
                 if refused and self._connected_once and not self._closed:
                     # It served us before: nothing listens there now. How long to wait that
                     # out is the outage policy's decision, not a retry hidden here.
@@ -154,7 +153,7 @@ class TcpStoreClient:
                     raise StoreUnavailable(
                         f"{self._where}: could not connect: {error.strerror or error}"
                     ) from error
-                time.sleep(min(pause, left))
+                self._clock.sleep(min(pause, left))
                 pause = min(pause * 2, _CONNECT_PAUSE_MOST)
                 continue
             self._connected_once = True
@@ -169,11 +168,15 @@ class TcpStoreClient:
         step = "asked for its challenge"
         try:
             sock.sendall(wire.request(wire.CHALLENGE))
-            nonce = status_then_field(Reader(sock, max(deadline, time.monotonic() + 1.0)))
+            nonce = status_then_field(
+                Reader(sock, max(deadline, self._clock.now() + 1.0), clock=self._clock)
+            )
             if nonce:
                 step = "proved the run secret"
                 sock.sendall(wire.request(wire.PROVE, wire.proof(self._secret, nonce)))
-                expect_ok(Reader(sock, max(deadline, time.monotonic() + 1.0)).byte())
+                expect_ok(
+                    Reader(sock, max(deadline, self._clock.now() + 1.0), clock=self._clock).byte()
+                )
         except (OSError, PeerClosed, wire.WireError) as error:
             sock.close()
             why = (
@@ -215,7 +218,7 @@ class TcpStoreClient:
     ) -> T:
         """Send one request and read its reply; one retry on a fresh connection when a pooled
         one turns out dead and the request may safely be repeated."""
-        started = time.monotonic()
+        started = self._clock.now()
         # Connecting is bounded by the read timeout alone; the answer may also take the wait.
         connect_by, deadline = started + self._timeout, started + self._timeout + wait
         while True:
@@ -227,7 +230,9 @@ class TcpStoreClient:
                 on_slow = functools.partial(self._noticed_silence, started)
             try:
                 sock.sendall(payload)
-                result = read(Reader(sock, deadline, slow_at=slow_at, on_slow=on_slow))
+                result = read(
+                    Reader(sock, deadline, slow_at=slow_at, on_slow=on_slow, clock=self._clock)
+                )
             except PeerClosed as error:
                 self._give_back(sock, healthy=False)
                 if fresh or not idempotent:
@@ -287,8 +292,7 @@ class TcpStoreClient:
 
     def _noticed_silence(self, started: float) -> None:
         assert self._policy is not None
-        # The Reader's instants are time.monotonic's; the outage's are the client clock's.
-        began = self._clock.now() - (time.monotonic() - started)
+        began = started  # the Reader times the call on this client's clock
         with self._lock:
             self._outage, line = store_outage.on_slow(
                 self._outage, began, self._policy, where=self._where
@@ -400,11 +404,11 @@ class TcpStoreClient:
         seconds = float(timeout)
         seconds = min(seconds, 1e9) if seconds > 0 else 0.0  # NaN and <= 0: only check
         self._check_open()
-        deadline = time.monotonic() + seconds
+        deadline = self._clock.now() + seconds
         while True:
             if self._plain:
                 return self._poll(wanted, deadline, check)
-            if deadline - time.monotonic() <= 0:
+            if deadline - self._clock.now() <= 0:
                 return check(wanted)
             try:
                 present, last = self._waiting_out(
@@ -421,7 +425,7 @@ class TcpStoreClient:
         self, op: int, what: str, wanted: list[str], deadline: float
     ) -> tuple[bool, bool]:
         """One slice of a held wait, up to ``deadline``: (present, whether it was the last)."""
-        left = max(0.0, deadline - time.monotonic())
+        left = max(0.0, deadline - self._clock.now())
         slice_ = min(left, _WAIT_SLICE)
         payload = wire.request(op, wire.pack_keys(wanted), wire.int64(math.ceil(slice_ * 1000)))
         present = self._ours_or_learning(
@@ -509,10 +513,10 @@ class TcpStoreClient:
         while True:
             if check(keys):
                 return True
-            left = deadline - time.monotonic()
+            left = deadline - self._clock.now()
             if left <= 0:
                 return False
-            time.sleep(min(pause, left))
+            self._clock.sleep(min(pause, left))
             pause = min(pause * 2, _POLL_MOST)
 
     def __repr__(self) -> str:

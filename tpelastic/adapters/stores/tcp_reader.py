@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 from collections.abc import Callable
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.stores import escaping, wire
 
 _U32 = struct.Struct("<I")
@@ -21,13 +22,13 @@ class PeerClosed(Exception):
 
 
 class Reader:
-    """Reads a reply from a blocking socket, never past ``deadline`` (time.monotonic).
+    """Reads a reply from a blocking socket, never past ``deadline`` (an instant on ``clock``).
 
     With ``slow_at``, ``on_slow()`` is called once when no reply has come by then (the read
     goes on until ``deadline``): the caller says at once that the server is silent.
     """
 
-    __slots__ = ("sock", "deadline", "buf", "slow_at", "on_slow")
+    __slots__ = ("sock", "deadline", "buf", "slow_at", "on_slow", "clock")
 
     def __init__(
         self,
@@ -36,15 +37,17 @@ class Reader:
         *,
         slow_at: float | None = None,
         on_slow: Callable[[], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.sock = sock
+        self.clock = clock
         self.deadline = deadline
         self.buf = bytearray()
         self.slow_at = slow_at if on_slow is not None else None
         self.on_slow = on_slow
 
     def _left(self) -> float:
-        left = self.deadline - time.monotonic()
+        left = self.deadline - self.clock.now()
         if left <= 0:
             raise TimeoutError("no answer in time")
         return left
@@ -52,12 +55,12 @@ class Reader:
     def _recv_into(self, view: memoryview) -> int:
         while True:
             left, slow_at = self._left(), self.slow_at
-            if slow_at is not None and slow_at - time.monotonic() <= 0:
+            if slow_at is not None and slow_at - self.clock.now() <= 0:
                 self.slow_at = None
                 if self.on_slow is not None:
                     self.on_slow()
                 continue
-            wake = left if slow_at is None else min(left, slow_at - time.monotonic())
+            wake = left if slow_at is None else min(left, slow_at - self.clock.now())
             self.sock.settimeout(max(wake, 0.001))
             try:
                 got = self.sock.recv_into(view)

@@ -23,9 +23,10 @@ import os
 import selectors
 import socket
 import threading
-import time
 from collections.abc import Callable
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.stores import wire
 from tpelastic.adapters.stores.errors import StoreUnavailable
 from tpelastic.adapters.stores.limits import DEFAULT_LIMITS, ServerLimits
@@ -76,7 +77,9 @@ class StoreServer:
         *,
         limits: ServerLimits = DEFAULT_LIMITS,
         secret: bytes | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         self._limits = limits
         self._secret = secret
         self._data: dict[bytes, bytes] = {}
@@ -165,7 +168,7 @@ class StoreServer:
                     else:
                         self._guarded(selected.data, self._service, mask)
                     self._run_ready()
-                now = time.monotonic()
+                now = self._clock.now()
                 self._expire(now)
                 self._run_ready()
                 if self._accept_resumes is not None and now >= self._accept_resumes:
@@ -206,7 +209,7 @@ class StoreServer:
             wake.append(self._deadlines[0][0])
         if not wake:
             return _LONGEST_SELECT
-        return min(_LONGEST_SELECT, max(0.0, min(wake) - time.monotonic()))
+        return min(_LONGEST_SELECT, max(0.0, min(wake) - self._clock.now()))
 
     def _accept(self) -> None:
         while True:
@@ -222,7 +225,7 @@ class StoreServer:
                 # Pending clients wait in the backlog. Stop listening for a moment instead of
                 # spinning on a listener that stays readable.
                 self._selector.unregister(self._listener)
-                self._accept_resumes = time.monotonic() + _ACCEPT_PAUSE
+                self._accept_resumes = self._clock.now() + _ACCEPT_PAUSE
                 return
             peer = str(address[0]) if isinstance(address, tuple) else str(address)
             if self._per_peer.get(peer, 0) >= self._limits.max_connections_per_peer:
@@ -509,7 +512,7 @@ class StoreServer:
             self._waiters.setdefault(key, {})[waiter] = None
         self._parked_keys += len(missing)
         seconds = min(timeout_ms, self._limits.max_wait_ms) / 1000.0
-        heapq.heappush(self._deadlines, (time.monotonic() + seconds, next(self._seq), waiter))
+        heapq.heappush(self._deadlines, (self._clock.now() + seconds, next(self._seq), waiter))
 
     def _answer(self, waiter: Waiter, reply: bytes) -> None:
         waiter.done = True

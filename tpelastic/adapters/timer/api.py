@@ -5,8 +5,9 @@ scope <s>, deadline <t>"; on exit it sends a release. The server (run by the age
 keeps the open deadlines and, once one has passed, kills that worker with a configurable signal;
 the agent then sees an ordinary worker failure and restarts within its budget.
 
-Deadlines are ``time.monotonic()`` values. Client and server run on the same host, where the
-monotonic clock is system-wide, so no wall-clock jump can fire or delay a timer.
+Deadlines are instants on the default Clock (``time.monotonic`` and the offset every process of
+the job inherits). Client and server run on the same host, where the monotonic clock is
+system-wide, so no wall-clock jump can fire or delay a timer.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol
 
 from attrs import field, frozen
+
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 
 TIMER_FILE_ENV = "TPELASTIC_TIMER_FILE"
 """If set in a worker, the default client talks to the named-pipe server at this path."""
@@ -103,7 +106,9 @@ class TimerServer:
         *,
         kill_signal: int = signal.SIGKILL if hasattr(signal, "SIGKILL") else signal.SIGTERM,
         on_expired: ExpiredCallback | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         if not max_interval > 0:
             raise ValueError(f"max_interval must be > 0, got {max_interval}")
         self._queue = request_queue
@@ -161,7 +166,7 @@ class TimerServer:
             forget, self._forget = self._forget, set()
         if forget:
             self.clear_timers(forget)
-        expired = self.get_expired_timers(time.monotonic() if now is None else now)
+        expired = self.get_expired_timers(self._clock.now() if now is None else now)
         results = [self._reap(worker, tuple(scopes)) for worker, scopes in expired.items()]
         self.clear_timers(set(expired))
         return results
@@ -261,8 +266,14 @@ class expires:
     """
 
     def __init__(
-        self, after: float, scope: str | None = None, client: TimerClient | None = None
+        self,
+        after: float,
+        scope: str | None = None,
+        client: TimerClient | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         if not after > 0:
             raise ValueError(f"after must be > 0 seconds, got {after}")
         if scope is None:
@@ -275,7 +286,7 @@ class expires:
     def __enter__(self) -> expires:
         if self._client is None:
             self._client = get_default_client()
-        self._client.acquire(self.scope, time.monotonic() + self.after)
+        self._client.acquire(self.scope, self._clock.deadline(self.after))
         return self
 
     def __exit__(

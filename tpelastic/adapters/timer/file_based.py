@@ -14,9 +14,10 @@ import os
 import select
 import signal
 import stat
-import time
 from collections.abc import Callable
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.timer.api import ExpiredCallback, ExpiredTimer, TimerRequest, TimerServer
 
 _log = logging.getLogger(__name__)
@@ -38,7 +39,10 @@ class FileTimerClient:
         self,
         file_path: str | os.PathLike[str],
         signal: int | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         self.path = os.fspath(file_path)
         self.signal = signal
 
@@ -71,13 +75,13 @@ class FileTimerClient:
                 f"no timer server is listening at {self.path}: {exc.strerror}"
             ) from None
         try:
-            deadline = time.monotonic() + _WRITE_TIMEOUT_S
+            deadline = self._clock.deadline(_WRITE_TIMEOUT_S)
             while True:
                 try:
                     os.write(fd, data)
                     return
                 except BlockingIOError:
-                    left = deadline - time.monotonic()
+                    left = deadline - self._clock.now()
                     if left <= 0:
                         raise RuntimeError(
                             f"timer pipe {self.path} stayed full for {_WRITE_TIMEOUT_S} s"

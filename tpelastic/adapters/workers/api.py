@@ -14,6 +14,7 @@ from typing import Any
 
 from attrs import field, frozen
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.core.values import value_eq, value_hash, value_repr
 
 
@@ -127,7 +128,7 @@ class ProcessFailure:
     pid: int
     exitcode: int
     error_file: str = ""
-    timestamp: float = field(factory=time.time, kw_only=True)
+    timestamp: float = field(factory=SYSTEM_CLOCK.wall, kw_only=True)
     error_file_data: dict[str, Any] | None = field(default=None, kw_only=True)
     rank: int | None = field(default=None, kw_only=True)
     role: str = field(default="default", kw_only=True)

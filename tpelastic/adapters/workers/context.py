@@ -16,11 +16,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.workers import subreaper
 from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
 from tpelastic.adapters.workers.logs import rank_files
@@ -176,6 +177,7 @@ class PContext(abc.ABC):
         duplicate_stdout_filters, duplicate_stderr_filters: teed lines holding any of these
             strings are also copied to the attempt's ``filtered_stdout.log`` and
             ``filtered_stderr.log``.
+        clock: times the waits; wall time stamps each exit (for people and error files).
     """
 
     def __init__(
@@ -188,7 +190,10 @@ class PContext(abc.ABC):
         log_line_prefixes: dict[int, str] | None = None,
         duplicate_stdout_filters: list[str] | None = None,
         duplicate_stderr_filters: list[str] | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         dest = logs_specs.reify(envs)
         self.attempt_dir, self.files = rank_files(dest, len(envs))
         self.name = name
@@ -317,7 +322,7 @@ class PContext(abc.ABC):
         with self._cond:
             if worker.exitcode is None:
                 worker.exitcode = code
-                worker.ended_at = time.time()
+                worker.ended_at = self._clock.wall()
                 worker.stopped_by_us = self._closing
             self._cond.notify_all()
 
@@ -335,11 +340,11 @@ class PContext(abc.ABC):
             running: call ``close``), else None when ``timeout`` passed first or
             :meth:`interrupt` was called.
         """
-        deadline = None if timeout < 0 else time.monotonic() + timeout
+        deadline = None if timeout < 0 else self._clock.deadline(timeout)
         with self._cond:
             while True:
                 result = self._result_locked()
-                left = None if deadline is None else deadline - time.monotonic()
+                left = None if deadline is None else deadline - self._clock.now()
                 if result is not None or (left is not None and left <= 0):
                     return result
                 if self._interrupted:
@@ -436,13 +441,15 @@ class PContext(abc.ABC):
         # With the agent a child subreaper, a worker's daemonized descendants are the agent's
         # children now (see subreaper): stopped with the workers, looked for again after.
         adopted = self.adopted()
-        kill_trees([*live, *adopted], groups, death_sig or signal.SIGTERM, timeout)
+        kill_trees(
+            [*live, *adopted], groups, death_sig or signal.SIGTERM, timeout, clock=self._clock
+        )
         for _ in range(3):
             late = self.adopted()
             if not late:
                 break
             adopted += late
-            kill_trees(late, (), signal.SIGKILL, 0)
+            kill_trees(late, (), signal.SIGKILL, 0, clock=self._clock)
         subreaper.reap(adopted)
         for worker in list(self._workers.values()):
             self._record_exit(worker, worker.reap(timeout=5.0))

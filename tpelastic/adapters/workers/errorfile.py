@@ -14,10 +14,12 @@ import json
 import os
 import socket
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 
 ERROR_FILE_ENV = "TPELASTIC_ERROR_FILE"
 TORCH_ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"
@@ -36,8 +38,9 @@ def _env_int(name: str) -> int | None:
     return int(value) if value.lstrip("-").isdigit() else None
 
 
-def error_record(exc: BaseException) -> dict[str, Any]:
-    """The schema-1 JSON object that describes ``exc`` raised in this process."""
+def error_record(exc: BaseException, clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
+    """The schema-1 JSON object that describes ``exc`` raised in this process (stamped with
+    ``clock``'s wall time, for people)."""
     kind = type(exc)
     module = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
     return {
@@ -45,7 +48,7 @@ def error_record(exc: BaseException) -> dict[str, Any]:
         "message": str(exc) or kind.__name__,
         "exception_type": f"{module}{kind.__qualname__}",
         "traceback": "".join(traceback.format_exception(kind, exc, exc.__traceback__)),
-        "timestamp": time.time(),
+        "timestamp": clock.wall(),
         "rank": _env_int("RANK"),
         "local_rank": _env_int("LOCAL_RANK"),
         "pid": os.getpid(),

@@ -11,10 +11,11 @@ import multiprocessing
 import os
 import pickle
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.workers import subreaper
 from tpelastic.adapters.workers.context import PContext, WorkerHandle, wait_handles
 from tpelastic.adapters.workers.mp_worker import StreamSpec, run_worker
@@ -29,8 +30,9 @@ class _ProcessWorker(WorkerHandle):
     pidfd fires when the worker itself exits.
     """
 
-    def __init__(self, local_rank: int, process: Any) -> None:
+    def __init__(self, local_rank: int, process: Any, clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__(local_rank, int(process.pid))
+        self._clock = clock
         self.process = process
         self._released = False
         try:
@@ -44,12 +46,12 @@ class _ProcessWorker(WorkerHandle):
     def reap(self, timeout: float) -> int | None:
         if self._released:
             return self.exitcode
-        deadline = time.monotonic() + timeout
+        deadline = self._clock.deadline(timeout)
         if self._fd is not None:
             wait_handles([self._fd], timeout)
         code = self.process.exitcode  # waitpid (fork, spawn) or the forkserver's report
         if code is None:
-            self.process.join(max(0.0, deadline - time.monotonic()))
+            self.process.join(self._clock.remaining(deadline))
             code = self.process.exitcode
         return None if code is None else int(code)
 
@@ -150,7 +152,7 @@ class MultiprocessContext(PContext):
                     spec[1].close()  # the child has its copy; EOF must follow the child's exit
         self._pump(local_rank, out_read, files.stdout, "stdout")
         self._pump(local_rank, err_read, files.stderr, "stderr")
-        return _ProcessWorker(local_rank, process)
+        return _ProcessWorker(local_rank, process, self._clock)
 
     def _stream(self, path: str, tee: bool) -> tuple[StreamSpec, int | None]:
         if not path:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import select
 import signal
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 
 if TYPE_CHECKING:
     import psutil
@@ -103,7 +105,7 @@ def _group_exists(pgid: int) -> bool:
     return True
 
 
-def _wait_exits(procs: Iterable[psutil.Process], deadline: float) -> None:
+def _wait_exits(procs: Iterable[psutil.Process], deadline: float, clock: Clock) -> None:
     """Block until each of ``procs`` has exited (zombies count) or ``deadline`` passes.
 
     With pidfds (Linux 5.3+) the exits wake us as they happen, so a worker that obeys SIGTERM
@@ -119,7 +121,7 @@ def _wait_exits(procs: Iterable[psutil.Process], deadline: float) -> None:
                 continue  # already gone
             poller.register(fds[-1], select.POLLIN)
         pending = set(fds)
-        while pending and (left := deadline - time.monotonic()) > 0:
+        while pending and (left := deadline - clock.now()) > 0:
             for fd, _mask in poller.poll(left * 1000.0):
                 pending.discard(fd)
                 poller.unregister(fd)
@@ -135,6 +137,8 @@ def kill_trees(
     pgids: Iterable[int] = (),
     death_sig: int = signal.SIGTERM,
     timeout: float = 30.0,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> list[int]:
     """Stop every process under ``root_pids`` and in ``pgids``; returns the pids SIGKILLed.
 
@@ -143,6 +147,7 @@ def kill_trees(
         pgids: process groups whose members are stopped too.
         death_sig: the polite signal sent first.
         timeout: seconds to wait after ``death_sig`` before SIGKILL; 0 goes straight to SIGKILL.
+        clock: times the waits.
 
     Never raises for processes that are already gone. Zombies (exited, not yet reaped by their
     parent) count as stopped; the caller reaps its own children.
@@ -153,17 +158,17 @@ def kill_trees(
     procs = collect_tree(roots, groups)
     if timeout > 0 and death_sig != signal.SIGKILL:
         _signal_all(procs, death_sig)
-        deadline = time.monotonic() + timeout
-        _wait_exits(procs, deadline)
-        while _alive(procs) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        deadline = clock.deadline(timeout)
+        _wait_exits(procs, deadline, clock)
+        while _alive(procs) and clock.now() < deadline:
+            clock.sleep(0.02)
     # Look again: children started during the grace period must not escape.
     left = _alive({p.pid: p for p in [*procs, *collect_tree(roots, groups)]}.values())
     _signal_all(left, signal.SIGKILL)
-    deadline = time.monotonic() + 5.0
-    _wait_exits(left, deadline)
-    while _alive(left) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    deadline = clock.deadline(5.0)
+    _wait_exits(left, deadline, clock)
+    while _alive(left) and clock.now() < deadline:
+        clock.sleep(0.01)
     return [p.pid for p in left]
 
 
