@@ -1,27 +1,37 @@
-"""The run loop's effect handlers: how ``SimpleElasticAgent`` carries out each effect.
+"""How the run loop carries out the core's effects: a collaborator per concern, one table.
 
-The loop (:mod:`loop`) feeds the core agent table and hands every effect of a step, in order, to
-its ``_execute``, which calls the handler named ``_do_<EffectType>``. Those handlers are here:
-recording events, joining a round, starting and stopping workers, opening the next round, the
-exit barrier, closing or leaving the rendezvous and the failure report. A blocking one (joining,
-the barrier) queues its outcome as the loop's next observation. The in-place restart ones
-(``_do_OpenAttempt``) are in :mod:`in_place`.
+The loop (:mod:`loop`) steps the core and hands every effect, in order, to the handler the
+table built by :func:`effect_table` holds for the effect's type. The collaborators here are plain
+objects, each constructed with exactly what it needs:
 
-Kept apart from :mod:`loop` so the loop stays one job; :class:`EffectHandlers` is mixed into
-``SimpleElasticAgent`` and uses its queue, membership, observers and worker methods.
+* :class:`ReportEffects`: events, warnings and the failure report;
+* :class:`RendezvousEffects`: joining a round, opening the next one, the exit barrier, closing
+  and leaving;
+* :class:`WorkerEffects`: starting and stopping the workers (through the agent's own worker
+  methods) and the round watcher that goes with them;
+* :class:`~tpelastic.adapters.agent.in_place.InPlaceEffects`: opening and entering an in-place
+  attempt.
+
+A blocking effect (joining, the barrier, entering an attempt) puts its outcome in the loop's
+:class:`Inbox` as the next observation. What the effects of one run leave for the loop and for
+each other (the worker group, the failures, why the next join happens) is the run's
+:class:`RunRecord`.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
+import threading
 from collections import deque
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from attrs import Factory, define
 
 from tpelastic.adapters.agent import publish
 from tpelastic.adapters.agent.env import worker_envs
-from tpelastic.adapters.agent.in_place import attempt_name
-from tpelastic.adapters.agent.membership import Joined, Membership
+from tpelastic.adapters.agent.in_place import InPlaceEffects, attempt_name
+from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.agent.observers import Observers
 from tpelastic.adapters.agent.spec import WorkerSpec
 from tpelastic.adapters.ports import Clock
@@ -33,57 +43,119 @@ from tpelastic.core.agent.events import RendezvousFailureKind
 from tpelastic.core.group_values import WorkerGroup, make_group
 from tpelastic.core.values import Emit, Rejected
 
+if TYPE_CHECKING:
+    from tpelastic.adapters.agent.round_watch import RoundWatching
+
 log = logging.getLogger("tpelastic.agent")  # report.log's logger, without importing report
 
+EffectTable = Mapping[type, Callable[[Any], None]]
+"""Effect type -> the handler that carries it out."""
 
-class EffectHandlers:
-    """The effect handlers of the run loop (mixed into ``SimpleElasticAgent``).
+EFFECT_TYPES: tuple[type, ...] = (*core.AGENT_EFFECTS, Emit, Rejected)
+"""Every effect type the agent core can return: the table must have a handler for each."""
 
-    Handlers are named ``_do_<EffectType>`` so the loop's ``_execute`` can find them.
-    """
 
-    _spec: WorkerSpec
-    _clock: Clock
-    _membership: Membership
-    _queue: deque[Any]
-    _obs: Observers
-    _state: core.AgentState
-    _join_reason: str | None
-    _group: WorkerGroup | None
-    _failures: dict[int, ProcessFailure]
+class Inbox:
+    """The loop's observations still to be stepped, in arrival order; safe across threads."""
 
-    if TYPE_CHECKING:  # provided by the loop, its subclasses and InPlaceRestarts
+    def __init__(self) -> None:
+        self._items: deque[Any] = deque()
+        self._changed = threading.Condition()
 
-        def _look(self, now: float, *, running: bool) -> Any | None: ...
-        def _enter_attempt(self, effect: core.StartWorkers) -> Joined | None: ...
-        def _start_workers(self, envs: dict[int, dict[str, str]], attempt: str) -> None: ...
-        def _stop_workers(self, reason: str) -> None: ...
-        def _worker_pids(self) -> dict[int, int]: ...
-        def _watch(self, round_no: int, attempt: int = 0) -> None: ...
-        def _unwatch(self) -> None: ...
+    def put(self, observation: Any) -> None:
+        with self._changed:
+            self._items.append(observation)
+            self._changed.notify()
 
-    def _do_Emit(self, effect: Emit) -> None:
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def pop(self) -> Any:
+        """The oldest observation (the caller checked there is one)."""
+        with self._changed:
+            return self._items.popleft()
+
+    def clear(self) -> None:
+        with self._changed:
+            self._items.clear()
+
+
+@define
+class RunRecord:
+    """What the effects of one run leave for the loop and for each other."""
+
+    group: WorkerGroup | None = None
+    failures: dict[int, ProcessFailure] = Factory(dict)
+    return_values: dict[int, Any] = Factory(dict)
+    join_reason: str | None = None
+    """Why this node opened the next round (told to the join); None when a peer opened it."""
+
+
+def node_state(outcome: str) -> str:
+    """The NodeState name an ``rdzv`` event gives a closed rendezvous's ``outcome``."""
+    return "SUCCEEDED" if outcome == "succeeded" else "FAILED"
+
+
+class ReportEffects:
+    """Events, the core's warnings and rejections, and the failure report."""
+
+    def __init__(self, spec: WorkerSpec, record: RunRecord, clock: Clock) -> None:
+        self._spec, self._record, self._clock = spec, record, clock
+
+    def emit(self, effect: Emit) -> None:
         # "null" records nothing, so the event is not built and its sink not imported: the
-        # steps before the first worker emit several of these (issue 5).
+        # steps before the first worker emit several of these.
         if self._spec.events != "null":
             from tpelastic.adapters.sinks.events import EventSource, event_from_emit, record
 
-            record(
-                event_from_emit(effect, EventSource.AGENT, self._clock.wall()), self._spec.events
-            )
+            event = event_from_emit(effect, EventSource.AGENT, self._clock.wall())
+            record(event, self._spec.events)
         if effect.name == "agent.warning":
             log.warning("%s", effect.as_dict().get("reason"))
 
-    def _do_Rejected(self, effect: Rejected) -> None:
+    def rejected(self, effect: Rejected) -> None:
         log.warning("agent rejected %s in %s: %s", effect.event, effect.phase, effect.reason)
 
-    def _do_JoinRendezvous(self, effect: core.JoinRendezvous) -> None:
-        reason, self._join_reason = self._join_reason, None
-        started = self._clock.now()
+    def failure(self, effect: core.ReportFailure) -> None:
+        from tpelastic.adapters.agent import report
+
+        name = self._spec.get_entrypoint_name()
+        report.print_failure(name, effect.reason, effect.exit_code, self._record.failures)
+
+
+class RendezvousEffects:
+    """Joining a round, opening the next one, the exit barrier, closing and leaving.
+
+    Args:
+        look: one look at the rendezvous with the workers stopped (``look(now)``), for what
+            ends a blocking wait early.
+        phase: the agent's current phase.
+    """
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        membership: Membership,
+        observers: Observers,
+        clock: Clock,
+        inbox: Inbox,
+        record: RunRecord,
+        *,
+        look: Callable[[float], Any | None],
+        phase: Callable[[], core.AgentPhase],
+    ) -> None:
+        self._spec, self._membership, self._obs = spec, membership, observers
+        self._clock, self._inbox, self._record = clock, inbox, record
+        self._look, self._phase = look, phase
+
+    def join(self, effect: core.JoinRendezvous) -> None:
+        record, clock = self._record, self._clock
+        reason, record.join_reason = record.join_reason, None
+        started = clock.now()
         try:
             joined = self._membership.join(failure=effect.failure, reason=reason)
         except rz.RendezvousClosedError as error:
-            self._queue.append(self._closed_while_joining(str(error)))
+            self._inbox.put(self._closed_while_joining(str(error)))
             return
         except rz.RendezvousError as error:
             timed_out = isinstance(error, rz.RendezvousTimeoutError)
@@ -91,13 +163,11 @@ class EffectHandlers:
             if isinstance(error, rz.RendezvousStateError):
                 kind = "corrupt"
             self._obs.rendezvous("timed_out" if timed_out else "failed", "FAILED", str(error))
-            now = self._clock.now()
-            self._queue.append(core.RendezvousFailed(now=now, reason=str(error), kind=kind))
+            self._inbox.put(core.RendezvousFailed(now=clock.now(), reason=str(error), kind=kind))
             return
         facts = joined.facts
-        publish.round_joined(
-            facts, self._clock.now() - started, self._spec.max_restarts, self._spec.local_world_size
-        )
+        spec = self._spec
+        publish.round_joined(facts, clock.now() - started, spec.max_restarts, spec.local_world_size)
         self._obs.rendezvous(
             "round_joined",
             "RUNNING",
@@ -106,9 +176,9 @@ class EffectHandlers:
             round_no=facts.round,
             rank=facts.group_rank,
         )
-        self._queue.append(
+        self._inbox.put(
             core.RoundCompleted(
-                now=self._clock.now(),
+                now=clock.now(),
                 round=facts.round,
                 group_rank=facts.group_rank,
                 group_world_size=facts.group_world_size,
@@ -125,10 +195,75 @@ class EffectHandlers:
             closed = None
         return members.JoinClosed(now=now, why=why, closed=closed)
 
-    def _do_StartWorkers(self, effect: core.StartWorkers) -> None:
-        joined = self._enter_attempt(effect) if effect.attempt else self._membership.joined
+    def open_next_round(self, effect: core.OpenNextRound) -> None:
+        try:
+            self._membership.open_next_round(effect.reason)
+        except rz.RendezvousError as error:
+            log.warning("could not open the next round: %s", error)
+        self._record.join_reason = effect.reason
+
+    def exit_barrier(self, effect: core.EnterExitBarrier) -> None:
+        from tpelastic.adapters.agent.barrier import exit_barrier
+
+        spec = self._spec
+        ended = exit_barrier(
+            self._membership,
+            effect.round,
+            timeout=spec.exit_barrier_timeout,
+            poll=min(spec.monitor_interval, 0.05),
+            look=self._look,
+            clock=self._clock,
+        )
+        self._inbox.put(ended)
+
+    def close(self, effect: core.CloseRendezvous) -> None:
+        try:
+            self._membership.close(effect.outcome, effect.reason)
+        except Exception as error:  # closing is best effort: a peer may have closed already
+            log.warning("could not close the rendezvous: %s", error)
+        self._obs.rendezvous("closed", node_state(effect.outcome), f"closed here: {effect.reason}")
+
+    def leave(self, effect: core.LeaveRendezvous) -> None:
+        self._membership.leave()
+        ok = self._phase() is core.AgentPhase.SUCCEEDED  # left after the barrier timed out
+        self._obs.rendezvous("left", "SUCCEEDED" if ok else "FAILED", effect.reason)
+
+
+class WorkerEffects:
+    """Starting and stopping this node's workers, and the round watcher that runs with them.
+
+    Args:
+        start, stop, pids: the agent's worker methods (start one worker per environment of an
+            attempt; stop them all; local rank -> pid of the running ones).
+    """
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        membership: Membership,
+        observers: Observers,
+        clock: Clock,
+        record: RunRecord,
+        in_place: InPlaceEffects,
+        watching: RoundWatching,
+        *,
+        start: Callable[[dict[int, dict[str, str]], str], None],
+        stop: Callable[[str], None],
+        pids: Callable[[], dict[int, int]],
+    ) -> None:
+        self._spec, self._membership, self._obs = spec, membership, observers
+        self._clock, self._record, self._in_place, self._watching = (
+            clock,
+            record,
+            in_place,
+            watching,
+        )
+        self._start, self._stop, self._pids = start, stop, pids
+
+    def start(self, effect: core.StartWorkers) -> None:
+        joined = self._in_place.enter(effect) if effect.attempt else self._membership.joined
         if joined is None:
-            return  # what ended the attempt before it started is queued (see in_place)
+            return  # what ended the attempt before it started is in the inbox (see in_place)
         spec = self._spec
         envs = worker_envs(
             role=spec.role,
@@ -137,7 +272,7 @@ class EffectHandlers:
             max_restarts=spec.max_restarts,
             run_id=spec.rdzv_handler.get_run_id(),
         )
-        self._group = make_group(
+        self._record.group = make_group(
             role=spec.role,
             local_world_size=spec.local_world_size,
             round=effect.round,
@@ -145,7 +280,7 @@ class EffectHandlers:
             group_rank=effect.group_rank,
             group_world_size=effect.group_world_size,
         )
-        self._failures = {}
+        self._record.failures = {}
         envs = self._obs.worker_envs(envs, effect.round, self._clock.now())
         publish.workers(HEALTHY=spec.local_world_size)
         log.info(
@@ -160,63 +295,77 @@ class EffectHandlers:
             joined.facts.master_addr,
             joined.facts.master_port,
         )
-        self._start_workers(envs, attempt=attempt_name(effect.round, effect.attempt))
-        self._watch(effect.round, effect.attempt)
+        self._start(envs, attempt_name(effect.round, effect.attempt))
+        self._watching.watch(attempt_name(effect.round, effect.attempt))
 
-    def _do_StopWorkers(self, effect: core.StopWorkers) -> None:
+    def stop(self, effect: core.StopWorkers) -> None:
         log.info("stopping workers: %s", effect.reason)
-        pids = set(self._worker_pids().values())
-        self._unwatch()
-        self._stop_workers(effect.reason)
+        pids = set(self._pids().values())
+        self._watching.unwatch()
+        self._stop(effect.reason)
         self._obs.workers_stopped(pids)
-        failed = len(self._failures)  # this attempt's failed workers stay counted as FAILED
+        failed = len(self._record.failures)  # this attempt's failed workers stay FAILED
         publish.workers(STOPPED=self._spec.local_world_size - failed, FAILED=failed)
 
-    def _do_OpenNextRound(self, effect: core.OpenNextRound) -> None:
-        try:
-            self._membership.open_next_round(effect.reason)
-        except rz.RendezvousError as error:
-            log.warning("could not open the next round: %s", error)
-        self._join_reason = effect.reason
 
-    def _do_EnterExitBarrier(self, effect: core.EnterExitBarrier) -> None:
-        spec = self._spec
-        poll = min(spec.monitor_interval, 0.05)
-        look = functools.partial(self._look, running=False)
-        from tpelastic.adapters.agent.barrier import exit_barrier
+def effect_table(
+    report: ReportEffects,
+    rendezvous: RendezvousEffects,
+    workers: WorkerEffects,
+    in_place: InPlaceEffects,
+) -> EffectTable:
+    """The handler of every effect type the core can return.
 
-        ended = exit_barrier(
-            self._membership,
-            effect.round,
-            timeout=spec.exit_barrier_timeout,
-            poll=poll,
-            look=look,
-            clock=self._clock,
+    Raises:
+        TypeError: an effect type of the core has no handler here (or one here is unknown to
+            the core): the agent is not built rather than failing on that effect mid-run.
+    """
+    table: dict[type, Callable[[Any], None]] = {
+        Emit: report.emit,
+        Rejected: report.rejected,
+        core.ReportFailure: report.failure,
+        core.JoinRendezvous: rendezvous.join,
+        core.OpenNextRound: rendezvous.open_next_round,
+        core.EnterExitBarrier: rendezvous.exit_barrier,
+        core.CloseRendezvous: rendezvous.close,
+        core.LeaveRendezvous: rendezvous.leave,
+        core.StartWorkers: workers.start,
+        core.StopWorkers: workers.stop,
+        core.OpenAttempt: in_place.open,
+    }
+    check_covers(table)
+    return table
+
+
+def check_covers(table: EffectTable, effect_types: tuple[type, ...] = EFFECT_TYPES) -> None:
+    """Raise TypeError unless ``table`` handles exactly ``effect_types``."""
+    missing = sorted(t.__name__ for t in effect_types if t not in table)
+    unknown = sorted(t.__name__ for t in table if t not in effect_types)
+    if missing or unknown:
+        raise TypeError(
+            "agent effect table: "
+            + "; ".join(
+                part
+                for part in (
+                    f"no handler for {', '.join(missing)}" if missing else "",
+                    f"handlers for effects the core never returns: {', '.join(unknown)}"
+                    if unknown
+                    else "",
+                )
+                if part
+            )
         )
-        self._queue.append(ended)
-
-    def _do_CloseRendezvous(self, effect: core.CloseRendezvous) -> None:
-        try:
-            self._membership.close(effect.outcome, effect.reason)
-        except Exception as error:  # closing is best effort: a peer may have closed already
-            log.warning("could not close the rendezvous: %s", error)
-        self._obs.rendezvous("closed", node_state(effect.outcome), f"closed here: {effect.reason}")
-
-    def _do_LeaveRendezvous(self, effect: core.LeaveRendezvous) -> None:
-        self._membership.leave()
-        ok = self._state.phase is core.AgentPhase.SUCCEEDED  # left after the barrier timed out
-        self._obs.rendezvous("left", "SUCCEEDED" if ok else "FAILED", effect.reason)
-
-    def _do_ReportFailure(self, effect: core.ReportFailure) -> None:
-        from tpelastic.adapters.agent import report
-
-        name = self._spec.get_entrypoint_name()
-        report.print_failure(name, effect.reason, effect.exit_code, self._failures)
 
 
-def node_state(outcome: str) -> str:
-    """The NodeState name an ``rdzv`` event gives a closed rendezvous's ``outcome``."""
-    return "SUCCEEDED" if outcome == "succeeded" else "FAILED"
-
-
-__all__ = ["EffectHandlers", "node_state"]
+__all__ = [
+    "EFFECT_TYPES",
+    "EffectTable",
+    "Inbox",
+    "RendezvousEffects",
+    "ReportEffects",
+    "RunRecord",
+    "WorkerEffects",
+    "check_covers",
+    "effect_table",
+    "node_state",
+]

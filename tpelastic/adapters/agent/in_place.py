@@ -1,4 +1,4 @@
-"""Restarting a round in place: the run loop's part (opening an attempt, starting one).
+"""Restarting a round in place: opening an attempt and entering one.
 
 A worker failure with budget left, over a rendezvous that can restart a round in place (the
 dynamic handler), makes the core order ``StopWorkers``, ``OpenAttempt(round, n)`` and
@@ -6,17 +6,13 @@ dynamic handler), makes the core order ``StopWorkers``, ``OpenAttempt(round, n)`
 and ``StartWorkers(..., attempt=n)``. Same members, ranks and world: each attempt only gets its
 own store namespace, a fresh bootstrap endpoint (so nothing an earlier attempt left is read
 again) and its own exit barrier. See specs/agent.md, "Restarting in place".
-
-Kept apart from :mod:`loop` so the loop stays one job; :class:`InPlaceRestarts` is mixed into
-``SimpleElasticAgent`` and uses its queue, membership and observers.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from tpelastic.adapters.agent import publish
 from tpelastic.adapters.agent.membership import Joined, Membership
@@ -27,22 +23,34 @@ from tpelastic.adapters.rendezvous import errors as rz
 from tpelastic.core import agent as core
 from tpelastic.core.agent.events import RendezvousFailureKind
 
+if TYPE_CHECKING:
+    from tpelastic.adapters.agent.effect_handlers import Inbox
+
 log = logging.getLogger("tpelastic.agent")  # report.log's logger, without importing report
 
 
-class InPlaceRestarts:
-    """The effect handlers of in-place restarts (mixed into ``SimpleElasticAgent``)."""
+class InPlaceEffects:
+    """``OpenAttempt``, and entering an attempt before its ``StartWorkers`` starts workers.
 
-    _spec: WorkerSpec
-    _clock: Clock
-    _membership: Membership
-    _queue: deque[Any]
-    _obs: Observers
+    Args:
+        look: one look at the rendezvous with the workers stopped (``look(now)``), for what
+            ends the wait for rank 0's endpoint early.
+    """
 
-    def _look(self, now: float, *, running: bool) -> Any | None:  # provided by the loop
-        raise NotImplementedError
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        membership: Membership,
+        observers: Observers,
+        clock: Clock,
+        inbox: Inbox,
+        *,
+        look: Callable[[float], Any | None],
+    ) -> None:
+        self._spec, self._membership, self._obs = spec, membership, observers
+        self._clock, self._inbox, self._look = clock, inbox, look
 
-    def _do_OpenAttempt(self, effect: core.OpenAttempt) -> None:
+    def open(self, effect: core.OpenAttempt) -> None:
         """Open the attempt for every member; a store error is a lost rendezvous (the step's
         StartWorkers then starts nothing: the failure is taken first)."""
         try:
@@ -51,7 +59,7 @@ class InPlaceRestarts:
             why = f"could not open attempt {effect.attempt} of round {effect.round}: {error}"
             self._obs.rendezvous("failed", "FAILED", why)
             now = self._clock.now()
-            self._queue.append(core.RendezvousFailed(now=now, reason=why, kind="connection"))
+            self._inbox.put(core.RendezvousFailed(now=now, reason=why, kind="connection"))
             return
         log.warning(
             "round %d: restarting in place as attempt %d (%s)",
@@ -60,16 +68,17 @@ class InPlaceRestarts:
             effect.reason,
         )
 
-    def _enter_attempt(self, effect: core.StartWorkers) -> Joined | None:
-        """Move to ``effect.attempt`` and agree on its endpoint. None when something else was
-        queued instead (the attempt could not be opened, a newer round or attempt, a close, a
-        lost store): the loop takes that first and starts no workers."""
-        if self._queue:
+    def enter(self, effect: core.StartWorkers) -> Joined | None:
+        """Move to ``effect.attempt`` and agree on its endpoint. None when something else is in
+        the inbox instead (the attempt could not be opened, a newer round or attempt, a close,
+        a lost store): the loop takes that first and starts no workers."""
+        if self._inbox:
             return None
-        look = functools.partial(self._look, running=False)
         kind: RendezvousFailureKind = "connection"
         try:
-            outcome = self._membership.start_attempt(effect.attempt, effect.restart_count, look)
+            outcome = self._membership.start_attempt(
+                effect.attempt, effect.restart_count, self._look
+            )
         except rz.RendezvousError as error:
             if isinstance(error, rz.RendezvousTimeoutError):
                 kind = "timeout"
@@ -77,10 +86,10 @@ class InPlaceRestarts:
                 kind = "corrupt"
             why = f"attempt {effect.attempt} of round {effect.round}: {error}"
             self._obs.rendezvous("failed", "FAILED", why)
-            self._queue.append(core.RendezvousFailed(now=self._clock.now(), reason=why, kind=kind))
+            self._inbox.put(core.RendezvousFailed(now=self._clock.now(), reason=why, kind=kind))
             return None
         if not isinstance(outcome, Joined):
-            self._queue.append(outcome)
+            self._inbox.put(outcome)
             return None
         publish.restarted_in_place(outcome.facts, self._spec.max_restarts)
         # One rdzv.attempt per node and attempt, opener and followers alike.
@@ -100,4 +109,4 @@ def attempt_name(round_no: int, attempt: int) -> str:
     return f"r{round_no}" if attempt == 0 else f"r{round_no}a{attempt}"
 
 
-__all__ = ["InPlaceRestarts", "attempt_name"]
+__all__ = ["InPlaceEffects", "attempt_name"]

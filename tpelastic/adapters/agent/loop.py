@@ -13,35 +13,46 @@ looked at every 0.25 s while workers run; where the store holds a wait for any o
 interrupts the loop's wait for the workers, so the loop looks at once; the periodic look then
 only times the ring successor's heartbeat (every heartbeat interval, at most every 0.25 s).
 
-The effects are carried out by handlers named ``_do_<EffectType>``: the common ones are in
-:mod:`effect_handlers`. Over a rendezvous that restarts a round in place (the dynamic handler), a
-worker failure opens the round's next attempt instead of a new round; the effects for that are in
-:mod:`in_place`. Both are mixed into ``SimpleElasticAgent``.
+The effects are carried out through one table, effect type -> handler, built when the agent is
+built (:func:`~tpelastic.adapters.agent.effect_handlers.effect_table`; an effect type of the core
+without a handler fails the construction). The handlers are methods of plain collaborators, each
+given what it needs: reporting, the rendezvous, the workers (through the subclass's worker
+methods below) and, over a rendezvous that restarts a round in place (the dynamic handler),
+in-place attempts (:mod:`in_place`).
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
+import functools
 import logging
 import os
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
 from tpelastic.adapters.agent import publish, worker_group
-from tpelastic.adapters.agent.effect_handlers import EffectHandlers, node_state
-from tpelastic.adapters.agent.in_place import InPlaceRestarts, attempt_name
+from tpelastic.adapters.agent.effect_handlers import (
+    Inbox,
+    RendezvousEffects,
+    ReportEffects,
+    RunRecord,
+    WorkerEffects,
+    effect_table,
+    node_state,
+)
+from tpelastic.adapters.agent.in_place import InPlaceEffects
 from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.agent.observers import Observers, describe_stall
+from tpelastic.adapters.agent.round_watch import RoundWatching
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
 from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous import errors as rz
-from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
+from tpelastic.adapters.workers.api import RunProcsResult
 from tpelastic.adapters.workers.signals import (
     SignalException,
     SignalPolicy,
@@ -51,11 +62,9 @@ from tpelastic.core import agent as core
 from tpelastic.core import membership as members
 from tpelastic.core import node as composed
 from tpelastic.core.agent.states import TERMINAL
-from tpelastic.core.group_values import WorkerGroup
 from tpelastic.core.worker_values import WorkerState
 
 if TYPE_CHECKING:
-    from tpelastic.adapters.agent.round_watch import RoundWatcher
     from tpelastic.adapters.sinks.events import Event
 
 # The same logger as report.log; report itself (and barrier) is only needed once workers end,
@@ -102,7 +111,7 @@ class ElasticAgent(abc.ABC):
         """The current attempt's workers (ranks, state, round facts), as torch's."""
 
 
-class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
+class SimpleElasticAgent(ElasticAgent):
     """The run loop over a rendezvous handler; subclasses start, wait for and stop workers.
 
     ``exit_barrier_timeout`` and ``shutdown_timeout`` (torch's arguments) override the spec's
@@ -148,20 +157,50 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         )
         self._node = composed.initial_node_state(self._node_config)
         self._state = self._node.agent
-        self._queue: deque[Any] = deque()
-        self._join_reason: str | None = None
-        self._group: WorkerGroup | None = None
-        self._return_values: dict[int, Any] = {}
-        self._failures: dict[int, ProcessFailure] = {}
+        self._inbox = Inbox()  # outcomes of blocking effects, stepped before any new look
+        self._record = RunRecord()
         self._next_look = 0.0
-        self._watcher: RoundWatcher | None = None
-        self._old_watchers: list[RoundWatcher] = []  # stopped, maybe still in a store wait
         # Called with the exit code once the outcome is in and only the bounded teardown is
         # left (the launcher arms its exit guard there); None for library callers.
         self.on_outcome: Callable[[int], None] | None = None
         handler = spec.rdzv_handler
         self._obs = Observers(
             spec, self._config, lambda: handler.get_run_id(), lambda: self._state, clock
+        )
+        membership = self._membership
+        self._watching = RoundWatching(
+            can_watch=self._may_watch,
+            wait=membership.wait_for_change,
+            on_fire=self._wake_from_workers_wait,
+            clock=clock,
+        )
+        look = functools.partial(self._look, running=False)
+        in_place = InPlaceEffects(spec, membership, self._obs, clock, self._inbox, look=look)
+        self._effects = effect_table(
+            ReportEffects(spec, self._record, clock),
+            RendezvousEffects(
+                spec,
+                membership,
+                self._obs,
+                clock,
+                self._inbox,
+                self._record,
+                look=look,
+                phase=lambda: self._state.phase,
+            ),
+            WorkerEffects(
+                spec,
+                membership,
+                self._obs,
+                clock,
+                self._record,
+                in_place,
+                self._watching,
+                start=self._start_workers,
+                stop=self._stop_workers,
+                pids=self._worker_pids,
+            ),
+            in_place,
         )
 
     # -- what subclasses provide ----------------------------------------------------------------
@@ -198,12 +237,12 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         return self._state
 
     def get_worker_group(self, role: str = "default") -> worker_group.WorkerGroup:
-        if self._group is None:
+        if self._record.group is None:
             return worker_group.WorkerGroup(self._spec)
         joined = self._membership.joined
         view = worker_group.WorkerGroup.of(
             self._spec,
-            self._group,
+            self._record.group,
             joined.facts if joined is not None else None,
             joined.store if joined is not None else None,
         )
@@ -227,14 +266,13 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
     def record_duration(self, state: str) -> Iterator[None]:
         """Record, when the block ends, a ``torchelastic.worker.status.<state>`` event with the
         block's ``duration_ms`` to the spec's ``event_log_handler`` (as torch)."""
-        from tpelastic.adapters.clock import SYSTEM_CLOCK
         from tpelastic.adapters.sinks.events import record
 
-        start = SYSTEM_CLOCK.now()
+        start = self._clock.now()
         try:
             yield
         finally:
-            took = (SYSTEM_CLOCK.now() - start) * 1000.0
+            took = (self._clock.now() - start) * 1000.0
             record(self._status_event(state, duration_ms=took), self._spec.event_log_handler)
 
     def _status_event(
@@ -278,7 +316,7 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
             self._loop()
         finally:
             try:
-                self._unwatch()
+                self._watching.unwatch()
                 self._stop_workers("agent exiting")
                 # A job that ended for everyone (succeeded, or failed and closed: exit 1) keeps
                 # the store host up until its peers have seen the end, not only a success; so
@@ -297,21 +335,21 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
                 if self.on_outcome is not None and code is not None:
                     self.on_outcome(code)
                 self._membership.leave()  # closes the store: a watcher's wait ends at once
-                self._join_watchers(_WATCHER_JOIN)
+                self._watching.join(_WATCHER_JOIN)
                 self._obs.close()
                 if restore is not None:
                     restore()
         return self._result()
 
     def _loop(self) -> None:
-        self._queue.append(core.AgentStarted(now=self._clock.now()))
+        self._inbox.put(core.AgentStarted(now=self._clock.now()))
         while self._state.phase not in TERMINAL:
             try:
-                event = self._queue.popleft() if self._queue else self._observe()
+                event = self._inbox.pop() if self._inbox else self._observe()
                 if event is not None:
                     self._feed(event)
             except SignalException as stop:
-                self._queue.clear()
+                self._inbox.clear()
                 self._feed(core.SignalReceived(now=self._clock.now(), signum=int(stop.sigval)))
 
     def _feed(self, observation: Any) -> None:
@@ -331,7 +369,7 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         elif isinstance(observation, members.JoinClosed):
             self._obs.rendezvous("closed", "FAILED", observation.why)
         elif isinstance(event, core.NextRoundOpened):
-            self._join_reason = None  # a peer opened it: this node has nothing to open
+            self._record.join_reason = None  # a peer opened it: this node has nothing to open
 
     def _result(self) -> RunResult:
         state = self._state
@@ -340,8 +378,8 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
             state=WorkerState.SUCCEEDED if ok else WorkerState.FAILED,
             exit_code=state.exit_code if state.exit_code is not None else core.EXIT_WORKERS_FAILED,
             reason="" if ok else (state.last_failure or ""),
-            return_values=dict(self._return_values),
-            failures=dict(self._failures),
+            return_values=dict(self._record.return_values),
+            failures=dict(self._record.failures),
             restart_count=state.restart_count,
             round=state.round,
         )
@@ -376,7 +414,7 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
             lapsed = self._member_step(members.KeepAliveRead(now=now, last_beat=last_beat))
             if lapsed is not None:
                 return lapsed
-        watcher = self._watcher
+        watcher = self._watching.current
         woken = watcher is not None and watcher.take()
         if not woken and now < self._next_look:
             return None
@@ -396,7 +434,7 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         return seen if seen is not None else core.TimePassed(now=now)
 
     def _look_period(self) -> float:
-        if self._watcher is None:
+        if self._watching.current is None:
             return max(self._spec.monitor_interval, _LOOK_EVERY)
         try:
             return float(os.environ[_FALLBACK_ENV])
@@ -405,24 +443,12 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
 
     # -- the round watcher ------------------------------------------------------------------
 
-    def _watch(self, round_no: int, attempt: int = 0) -> None:
-        """Start this round's watcher: only for runs that can grow or shrink, over a store that
-        holds a wait for any key (so the single-node path imports and starts nothing)."""
-        self._unwatch()
-        self._join_watchers(0.0)  # forget the old ones that have ended
+    def _may_watch(self) -> bool:
+        """Only runs that can grow or shrink watch, over a store that holds a wait for any key
+        (so the single-node path starts nothing)."""
         if self._spec.max_nodes <= 1 or os.environ.get(_WATCH_ENV) == "0":
-            return
-        if not self._membership.can_wait_for_change():
-            return
-        from tpelastic.adapters.agent.round_watch import RoundWatcher
-
-        name = f"tpelastic-round-watch-{attempt_name(round_no, attempt)}"
-        self._watcher = RoundWatcher(
-            self._membership.wait_for_change,
-            name=name,
-            on_fire=self._wake_from_workers_wait,
-            clock=self._clock,
-        ).start()
+            return False
+        return self._membership.can_wait_for_change()
 
     def _wake_from_workers_wait(self) -> None:
         """The round watcher fired: end the loop's wait for the workers now, so the look that
@@ -432,29 +458,18 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
         if callable(interrupt):
             interrupt()
 
-    def _unwatch(self) -> None:
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            watcher.stop()
-            self._old_watchers.append(watcher)
-
-    def _join_watchers(self, timeout: float) -> None:
-        for watcher in self._old_watchers:
-            if not watcher.join(timeout) and timeout > 0:
-                log.warning("a round watcher thread did not end within %.1f s", timeout)
-        self._old_watchers = [w for w in self._old_watchers if w.alive]
-
     def _workers_ended(self, result: RunProcsResult, now: float) -> Any:
         joined = self._membership.joined
         assert joined is not None
         rank, size = joined.facts.group_rank, self._spec.local_world_size
         if not result.is_failed():
-            self._return_values = {rank * size + lr: v for lr, v in result.return_values.items()}
+            values = {rank * size + lr: v for lr, v in result.return_values.items()}
+            self._record.return_values = values
             publish.workers(SUCCEEDED=size)
             return core.WorkersSucceeded(now=now)
         from tpelastic.adapters.agent import report
 
-        self._failures = report.by_global_rank(
+        self._record.failures = report.by_global_rank(
             result.failures, group_rank=rank, local_world_size=size
         )
         timed_out = {
@@ -504,9 +519,8 @@ class SimpleElasticAgent(EffectHandlers, InPlaceRestarts, ElasticAgent):
     # -- carrying out effects -------------------------------------------------------------------
 
     def _execute(self, effect: object) -> None:
-        # The handlers are _do_<EffectType> methods: in effect_handlers and in_place (mixins).
-        handler = getattr(self, f"_do_{type(effect).__name__}", None)
-        if handler is None:
+        handler = self._effects.get(type(effect))
+        if handler is None:  # the table covers every effect type the core declares
             raise TypeError(f"agent: no way to carry out {effect!r}")
         handler(effect)
 

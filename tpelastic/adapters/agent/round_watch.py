@@ -122,4 +122,65 @@ class RoundWatcher:
             self._taken.wait(self._slice)
 
 
-__all__ = ["SLICE", "RoundWatcher"]
+class RoundWatching:
+    """The agent's round watchers: one per attempt of workers, started with them.
+
+    Watches only in runs that can grow or shrink, over a store that holds a wait for any key
+    (so the single-node path starts nothing). A stopped watcher's thread may still sit in a
+    store wait; it is kept until it ends and :meth:`join` bounds the wait for it.
+
+    Args:
+        can_watch: whether to watch now (a run that can change size, over a rendezvous that
+            offers a held wait for a change).
+        wait: the held wait (``wait(timeout)``, True when the round may have changed).
+        on_fire: called on the watcher's thread when its wait fires (must not block).
+        clock: the agent's clock.
+    """
+
+    def __init__(
+        self,
+        *,
+        can_watch: Callable[[], bool],
+        wait: Callable[[float], bool],
+        on_fire: Callable[[], None],
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._can_watch, self._wait = can_watch, wait
+        self._on_fire, self._clock = on_fire, clock
+        self._current: RoundWatcher | None = None
+        self._old: list[RoundWatcher] = []
+
+    @property
+    def current(self) -> RoundWatcher | None:
+        """The running attempt's watcher (None when nothing watches)."""
+        return self._current
+
+    def watch(self, attempt: str) -> None:
+        """Stop the last watcher and start ``attempt``'s (its label names the thread), when
+        watching is possible."""
+        self.unwatch()
+        self.join(0.0)  # forget the old ones that have ended
+        if not self._can_watch():
+            return
+        self._current = RoundWatcher(
+            self._wait,
+            name=f"tpelastic-round-watch-{attempt}",
+            on_fire=self._on_fire,
+            clock=self._clock,
+        ).start()
+
+    def unwatch(self) -> None:
+        watcher, self._current = self._current, None
+        if watcher is not None:
+            watcher.stop()
+            self._old.append(watcher)
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for each stopped watcher's thread; keep those still alive."""
+        for watcher in self._old:
+            if not watcher.join(timeout) and timeout > 0:
+                log.warning("a round watcher thread did not end within %.1f s", timeout)
+        self._old = [w for w in self._old if w.alive]
+
+
+__all__ = ["SLICE", "RoundWatcher", "RoundWatching"]

@@ -5,6 +5,7 @@ effects; ``table`` every row with its guards and actions. Import from here.
 """
 
 from tpelastic.core.agent.events import (
+    AGENT_EFFECTS,
     AGENT_EVENTS,
     AgentEventT,
     AgentStarted,
@@ -46,6 +47,7 @@ from tpelastic.core.agent.states import (
 from tpelastic.core.agent.table import TABLE, step
 
 __all__ = [
+    "AGENT_EFFECTS",
     "AGENT_EVENTS",
     "EXIT_OK",
     "EXIT_RENDEZVOUS_FAILED",

@@ -362,7 +362,22 @@ class ReportFailure:
     failures: tuple[WorkerFailure, ...] = ()
 
 
+AGENT_EFFECTS: tuple[type, ...] = (
+    JoinRendezvous,
+    StartWorkers,
+    StopWorkers,
+    OpenNextRound,
+    OpenAttempt,
+    EnterExitBarrier,
+    LeaveRendezvous,
+    CloseRendezvous,
+    ReportFailure,
+)
+"""The agent's own effect types (its steps also return ``Emit`` and ``Rejected``)."""
+
+
 __all__ = [
+    "AGENT_EFFECTS",
     "AGENT_EVENTS",
     "AgentEventT",
     "AgentStarted",
