@@ -29,10 +29,11 @@ import fcntl
 import os
 import struct
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.stores.errors import StoreCorrupt, StoreUnavailable
 
 MAGIC = b"TPEFS01\n"
@@ -68,7 +69,10 @@ class LogFileStore:
         StoreUnavailable: the file cannot be created or opened, or is not such a store.
     """
 
-    def __init__(self, path: str, *, compact_bytes: int = COMPACT_BYTES) -> None:
+    def __init__(
+        self, path: str, *, compact_bytes: int = COMPACT_BYTES, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self._clock = clock
         self.path = str(path)
         self._compact_bytes = compact_bytes
         self._lock = threading.RLock()
@@ -271,7 +275,7 @@ class LogFileStore:
 
     def wait_for(self, keys: Sequence[str], timeout: float) -> bool:
         raws = [k.encode("utf-8") for k in keys]
-        deadline = time.monotonic() + max(0.0, float(timeout) if timeout == timeout else 0.0)
+        deadline = self._clock.now() + max(0.0, float(timeout) if timeout == timeout else 0.0)
         pause = _FIRST_POLL
         while True:
             present = self._call(
@@ -279,10 +283,10 @@ class LogFileStore:
             )
             if present:
                 return True
-            left = deadline - time.monotonic()
+            left = deadline - self._clock.now()
             if left <= 0:
                 return False
-            time.sleep(min(pause, left))
+            self._clock.sleep(min(pause, left))
             pause = min(pause * 2, _LONGEST_POLL)
 
     def delete(self, key: str) -> None:
