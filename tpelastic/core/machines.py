@@ -8,10 +8,11 @@ from tpelastic.core.table import Table
 def all_tables() -> tuple[Table, ...]:
     """The validated tables of every machine (each is built once, at its module's import)."""
     from tpelastic.core import agent, membership, restart_budget, worker, worker_group
-    from tpelastic.core.rendezvous import join, member, peer_wait
+    from tpelastic.core.rendezvous import join, join_retry, member, peer_wait
 
     tables: list[Table] = []
     tables.append(join.TABLE)
+    tables.append(join_retry.TABLE)
     tables.append(member.TABLE)
     tables.append(peer_wait.TABLE)
     tables.append(worker.TABLE)

@@ -7,8 +7,9 @@ reads the clock, and turns outcomes into the ``Rendezvous*Error`` types. :class:
 the node's heartbeat counter in the background, which the core's closers time on their own clocks.
 
 A join that loses the store after it arrived in a round is retried (until its join deadline) with
-what the node knows of it (:func:`~tpelastic.core.rendezvous.state.retry_request`): the core then
-takes up the place the node already holds instead of arriving anew.
+what the node knows of it; whether and how is the ``join_retry`` table
+(:mod:`tpelastic.core.rendezvous.join_retry`): the core then takes up the place the node already
+holds instead of arriving anew.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from tpelastic.adapters.rendezvous.errors import (
     store_errors_as_rendezvous_errors,
 )
 from tpelastic.adapters.stores.errors import StoreUnavailable
-from tpelastic.core.rendezvous import join, member
+from tpelastic.core.rendezvous import join, join_retry, member
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.membership import heartbeat_ops
@@ -50,12 +51,7 @@ from tpelastic.core.rendezvous.ops import (
     WaitEnded,
 )
 from tpelastic.core.rendezvous.records import StateCorrupt
-from tpelastic.core.rendezvous.state import (
-    JoinRequested,
-    JoinState,
-    retry_request,
-    worth_retrying,
-)
+from tpelastic.core.rendezvous.state import JoinRequested, JoinState
 from tpelastic.core.values import Emit, Rejected
 
 log = logging.getLogger(__name__)
@@ -163,23 +159,27 @@ def run_join(
         reason=reason,
         attempt=attempt,
     )
-    retried = False
+    retry, retry_config = join_retry.RetryState(), join_retry.JoinRetryConfig(delay=reconnect_delay)
     with store_errors_as_rendezvous_errors(context):
         while True:
             try:
                 return _drive(store, config, event, clock, context)
             except _StoreLost as lost:
-                next_try = clock.now() + reconnect_delay
                 waited_out = lost.error.waited_out
-                if not worth_retrying(
-                    lost.state, retried=retried, next_try=next_try, waited_out=waited_out
-                ):
+                gone = join_retry.JoinLost(now=clock.now(), state=lost.state, waited_out=waited_out)
+                stepped = join_retry.step(retry, gone, retry_config)
+                retry = stepped.state
+                (due,) = stepped.effects
+                if not isinstance(due, join_retry.RetryAt):
                     raise lost.error from None
                 log.warning("%s: %s; retrying in %gs", context, lost.error, reconnect_delay)
-                clock.sleep(reconnect_delay)
-                held = heartbeats_held()
-                event = retry_request(lost.state, now=clock.now(), heartbeats_held=held)
-                retried = True
+                clock.sleep(max(0.0, due.at - clock.now()))
+                ready = join_retry.RetryDue(now=clock.now(), heartbeats_held=heartbeats_held())
+                stepped = join_retry.step(retry, ready, retry_config)
+                retry = stepped.state
+                (rejoin,) = stepped.effects
+                assert isinstance(rejoin, join_retry.Rejoin)
+                event = rejoin.request
 
 
 class _StoreLost(Exception):
