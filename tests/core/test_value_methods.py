@@ -289,8 +289,8 @@ def _adapter_pairs() -> list[tuple[object, object]]:
             DynamicRendezvousInfo(store, 0, 1, where, round=2, attempt=1),
         ),
         (
-            RendezvousSettings(run_id="r", config=config),
-            RendezvousSettings(run_id="r", config=config),
+            RendezvousSettings.from_config("r", config),
+            RendezvousSettings.from_config("r", config),
         ),
         (Look(), Look(waiting=1)),
         (Look(closed=("failed", "x")), Look(closed=("failed", "x"))),

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -313,12 +314,13 @@ def test_settings_from_parameters_map_torchrun_keys() -> None:
     assert (settings.min_nodes, settings.max_nodes) == (2, 4)
     assert settings.config.join_timeout == 7.0
     assert settings.config.last_call_timeout == 0.5
-    assert (settings.keep_alive_interval, settings.keep_alive_expiry) == (2.0, 8.0)
+    assert settings.keep_alive_interval == timedelta(seconds=2)
+    assert (settings.keep_alive_max_attempt, settings.keep_alive_expiry) == (4, 8.0)
     one = RendezvousParameters("tcp", "h:1", "job", 1, 1, keep_alive_max_attempt=1)
     with pytest.raises(ValueError, match="keep_alive_max_attempt must be >= 2"):
         RendezvousSettings.from_parameters(one)
     with pytest.raises(ValueError, match="without '/'"):
-        RendezvousSettings(run_id="a/b", config=_config(1, 1))
+        RendezvousSettings.from_config("a/b", _config(1, 1))
 
 
 @pytest.mark.parametrize("backend", ["tcp", "c10d", "p10d"])

@@ -119,3 +119,21 @@ def test_named_pipe_skips_malformed_lines_and_too_long_scopes(tmp_path):
             FileTimerClient(path).acquire("x" * 5000, 5.0)
     finally:
         server.stop()
+
+
+def test_named_pipe_server_reports_its_last_pass_and_which_processes_run(tmp_path):
+    server = FileTimerServer(tmp_path / "t.fifo", max_interval=0.05)
+    try:
+        before = int(time.time())
+        assert before <= server.get_last_progress_time() <= int(time.time())  # no pass yet
+        time.sleep(1.1)
+        server.run_once()
+        passed = server.get_last_progress_time()
+        time.sleep(1.1)
+        assert passed == server.get_last_progress_time() > before  # the pass, not the clock
+    finally:
+        server.stop()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert FileTimerServer.is_process_running(os.getpid())
+    assert not FileTimerServer.is_process_running(gone.pid)

@@ -148,7 +148,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
         if supports_leases(store) and not config.leased_liveness:
             # Every node of a run uses the same backend, so all of them judge liveness alike.
             config = evolve(config, leased_liveness=True)
-        self.settings = RendezvousSettings(run_id=run_id, config=config)
+        self.settings = RendezvousSettings.from_config(run_id, config)
         self.node_id = node_id or default_node_id()
         self.store_host = store_host
         self.bootstrap_host = bootstrap_host

@@ -201,6 +201,28 @@ class FileTimerServer(TimerServer):
             on_expired=expired if (log_event or on_expired) else None,
         )
 
+        self._last_pass: int | None = None  # wall seconds at the end of the last pass
+
+    def run_once(self, now: float | None = None) -> list[ExpiredTimer]:
+        results = super().run_once(now)
+        self._last_pass = int(time.time())
+        return results
+
+    def get_last_progress_time(self) -> int:
+        """Wall-clock seconds (an int, as torch's) when the server last finished a pass over
+        its requests; the current time before its first pass, so a server that has just
+        started is not reported stuck."""
+        return self._last_pass if self._last_pass is not None else int(time.time())
+
+    @staticmethod
+    def is_process_running(pid: int) -> bool:
+        """Whether process ``pid`` exists and may be signalled by us (torch's check)."""
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
+
     def clear_timers(self, worker_pids: set[int]) -> None:
         """Forget every deadline of these worker processes (torch's argument name here)."""
         super().clear_timers(worker_pids)

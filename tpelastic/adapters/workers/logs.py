@@ -55,6 +55,10 @@ class LogsDest:
     filters. ``attempt_dir`` is the attempt's folder ("" when a plugin does not say).
     """
 
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash  # its tables are dicts: unhashable, as torch's dataclass
+
     stdouts: dict[int, str] = field(factory=dict)
     stderrs: dict[int, str] = field(factory=dict)
     tee_stdouts: dict[int, str] = field(factory=dict)
@@ -114,9 +118,9 @@ class LogsSpecs:
         attempt: the attempt number or id (``3``, ``"r3"``) naming the attempt folder; None
             takes the workers' ``TORCHELASTIC_RESTART_COUNT`` as torch does, and the next free
             folder when that is taken.
-        local_ranks_filter: when given, only these local ranks reach the console; the others'
-            teed streams go to their files only and their inherited streams to ``os.devnull``
-            (torchrun's ``--local-ranks-filter``). Log files are the same either way.
+        local_ranks_filter: when given (and not empty, as torch), only these local ranks reach the
+            console; the others' teed streams go to their files only and their inherited streams
+            to ``os.devnull`` (torchrun's ``--local-ranks-filter``). Log files are the same.
     """
 
     __repr__ = value_repr
@@ -154,7 +158,7 @@ class LogsSpecs:
             folder = os.path.join(attempt_dir, str(rank))
             os.makedirs(folder)
             keep = redirects[rank] | tee[rank]
-            shown = self.local_ranks_filter is None or rank in self.local_ranks_filter
+            shown = not self.local_ranks_filter or rank in self.local_ranks_filter
             hidden = "" if shown else os.devnull
             dest.stdouts[rank] = os.path.join(folder, "stdout.log") if keep & Std.OUT else hidden
             dest.stderrs[rank] = os.path.join(folder, "stderr.log") if keep & Std.ERR else hidden
