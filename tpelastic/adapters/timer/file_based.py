@@ -205,14 +205,14 @@ class FileTimerServer(TimerServer):
 
     def run_once(self, now: float | None = None) -> list[ExpiredTimer]:
         results = super().run_once(now)
-        self._last_pass = int(time.time())
+        self._last_pass = int(self._clock.wall())
         return results
 
     def get_last_progress_time(self) -> int:
         """Wall-clock seconds (an int, as torch's) when the server last finished a pass over
         its requests; the current time before its first pass, so a server that has just
         started is not reported stuck."""
-        return self._last_pass if self._last_pass is not None else int(time.time())
+        return self._last_pass if self._last_pass is not None else int(self._clock.wall())
 
     @staticmethod
     def is_process_running(pid: int) -> bool:
