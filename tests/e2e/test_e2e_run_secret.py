@@ -13,6 +13,7 @@ import pytest
 from e2e_helpers import FAST, free_port, tpstart
 
 from tpelastic.adapters.stores import StoreUnavailable
+from tpelastic.adapters.stores.signed import load_secret
 from tpelastic.adapters.stores.tcp_client import TcpStoreClient
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.records import ClosedRecord, NodeInfo, encode_closed, encode_node
@@ -50,12 +51,17 @@ def _stop(*procs: subprocess.Popen[bytes]) -> None:
         proc.wait(10)
 
 
-def _conf(tmp_path: Path, secured: bool) -> str:
+def _secret_path(tmp_path: Path, secured: bool) -> str | None:
     if not secured:
-        return ""
+        return None
     path = tmp_path / "run.secret"
     path.write_text("a-run-secret-of-enough-bytes\n")
-    return f",secret_file={path}"
+    return str(path)
+
+
+def _conf(tmp_path: Path, secured: bool) -> str:
+    path = _secret_path(tmp_path, secured)
+    return "" if path is None else f",secret_file={path}"
 
 
 def _stranger(port: int) -> TcpStoreClient:
@@ -98,10 +104,15 @@ def test_a_phantom_member(tmp_path: Path, secured: bool) -> None:
     agents = [_agent(port, run_id, "3", out, log, conf, hold=2.0) for log in logs]
     try:
         keys = RunKeys(run_id)
+        # Both real agents registered (the counter is 2), then the phantom takes slot 2. With
+        # the secret the stranger cannot read the counter, so one who holds it watches.
+        watcher = TcpStoreClient(
+            "127.0.0.1", port, timeout=2.0, secret=load_secret(_secret_path(tmp_path, secured))
+        )
+        assert _wait(lambda: _arrivals(watcher, keys) >= 2, 60.0)
+        watcher.close()
         stranger = _stranger(port)
         try:
-            # Both real agents registered (the counter is 2), then the phantom takes slot 2.
-            assert _wait(lambda: _arrivals(stranger, keys) >= 2, 60.0) or secured
             wrote = stranger.add(keys.arrivals(0), 1) == 3
             stranger.set(keys.slot(0, 2), encode_node(NodeInfo(node="phantom", addr="10.9.9.9")))
         except StoreUnavailable:
