@@ -57,10 +57,20 @@ def test_close_sigkills_workers_that_ignore_sigterm_after_the_grace(pid_dir, tmp
 
 
 def test_close_with_a_custom_death_signal(tmp_path):
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-    ctx = start_processes("d", sys.executable, ("-c", code), {0: {}}, log_dir=str(tmp_path))
+    # SIGINT's handler is set explicitly: a shell starts background jobs with SIGINT ignored,
+    # and Python then keeps it ignored. The ready file says both handlers are in place.
+    ready = tmp_path / "ready"
+    code = (
+        "import signal, sys, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); open(sys.argv[1], 'w').close(); "
+        "time.sleep(60)"
+    )
+    args = ("-c", code, str(ready))
+    ctx = start_processes("d", sys.executable, args, {0: {}}, log_dir=str(tmp_path))
     pid = ctx.pids()[0]
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     started = time.monotonic()
     ctx.close(death_sig=signal.SIGINT, timeout=5)  # SIGINT is not ignored: quick exit
     assert time.monotonic() - started < 2 and alive([pid]) == []
