@@ -273,3 +273,55 @@ def test_the_issue_s_bad_lines_as_real_processes(argv: list[str], tmp_path: Path
     assert len(lines) == 1 and lines[0].startswith("tpelastic run: error: "), done.stderr
     assert took < 10, took  # the interpreter's own start included, on a loaded machine
     assert os.listdir(tmp_path) == []  # no file named after an endpoint, nothing else
+
+
+@pytest.fixture(params=["closes", "answers-http", "never-answers"])
+def not_a_store(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A port that accepts connections but is no TCPStore."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            if request.param == "closes":
+                conn.close()
+            elif request.param == "answers-http":
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+                conn.close()
+            else:
+                held.append(conn)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield int(server.getsockname()[1])
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+@pytest.mark.parametrize("backend", ["c10d", "static"])
+def test_a_port_that_is_not_a_store_is_refused_within_the_join_timeout(
+    not_a_store: int, backend: str
+) -> None:
+    argv = ["--rdzv-backend", backend, "--rdzv-endpoint", f"127.0.0.1:{not_a_store}"]
+    if backend == "static":
+        argv += ["--nnodes", "2", "--node-rank", "1", "--rdzv-conf", f"timeout={JOIN}"]
+    else:
+        argv += ["--rdzv-conf", f"is_host=false,join_timeout={JOIN}"]
+    err = io.StringIO()
+    started = time.monotonic()
+    with environment({}), contextlib.redirect_stderr(err), contextlib.redirect_stdout(err):
+        code = run.main([*argv, SCRIPT, "--out", "/nonexistent"])
+    took = time.monotonic() - started
+    assert "Traceback" not in err.getvalue() and code == 2, err.getvalue()
+    lines = err.getvalue().strip().splitlines()
+    assert len(lines) == 1 and "did not answer as a TCPStore" in lines[0], lines
+    assert took < 1.0 + JOIN + 2.0, took

@@ -259,3 +259,22 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def test_the_launchers_store_check_passes_a_real_store_and_its_secret() -> None:
+    """The launcher's check that an endpoint is a store (before anything starts): our server
+    with the secret and tensorplay's server pass; a wrong secret is refused in one line."""
+    from tpelastic.adapters.launcher.checks import require_store_answers
+    from tpelastic.adapters.launcher.config import ConfigError
+    from tpelastic.adapters.stores.tensorplay_store import tcp_store
+
+    ours = StoreServer("127.0.0.1", 0, secret=SECRET).start()
+    theirs = tcp_store("127.0.0.1", 0, is_server=True, timeout=5.0)
+    try:
+        require_store_answers("rendezvous store", "127.0.0.1", ours.port, 5.0, SECRET)
+        require_store_answers("rendezvous store", "127.0.0.1", theirs.raw.port, 5.0)
+        with pytest.raises(ConfigError, match="did not answer as a TCPStore"):
+            require_store_answers("rendezvous store", "127.0.0.1", ours.port, 2.0, b"x" * 16)
+    finally:
+        ours.stop()
+        theirs.close()

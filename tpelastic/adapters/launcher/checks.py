@@ -191,6 +191,40 @@ def require_reachable(
         clock.sleep(min(0.2, clock.remaining(deadline)))
 
 
+def require_store_answers(
+    what: str,
+    host: str,
+    port: int,
+    timeout: float,
+    secret: bytes | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> None:
+    """Wait until ``host:port`` answers one TCPStore request (ours or tensorplay's server), for
+    up to ``timeout`` seconds: a port that accepts connections but is no store (closes them,
+    answers something else, or never answers) is refused now, not after the keep-alive expiry
+    or the read timeout (15 s and 60 s by default) of the first join.
+
+    Raises:
+        ConfigError: no connection opened, or what answered is no TCPStore.
+    """
+    deadline = clock.deadline(timeout)
+    require_reachable(what, host, port, timeout, clock)
+    from tpelastic.adapters.stores.errors import StoreError
+    from tpelastic.adapters.stores.tcp_client import TcpStoreClient
+
+    left = max(0.1, clock.remaining(deadline))
+    client = TcpStoreClient(host, port, timeout=left, secret=secret, clock=clock)
+    try:
+        client.get("tpelastic/v1/probe")
+    except StoreError as error:
+        raise ConfigError(
+            f"{what} {_host_port(host, port)} accepts connections but did not answer as a "
+            f"TCPStore within {timeout:g} s ({error}); is that the store's port?"
+        ) from None
+    finally:
+        client.close()
+
+
 __all__ = [
     "check_endpoint",
     "check_store_candidates",
@@ -198,4 +232,5 @@ __all__ = [
     "free_port",
     "require_free_port",
     "require_reachable",
+    "require_store_answers",
 ]

@@ -16,6 +16,7 @@ from tpelastic.adapters.launcher.checks import (
     check_store_endpoint,
     require_free_port,
     require_reachable,
+    require_store_answers,
 )
 from tpelastic.adapters.launcher.config import MAX_SECONDS, ConfigError, LaunchConfig
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
@@ -150,8 +151,24 @@ def _check_store(params: RendezvousParameters) -> None:
         )
     else:
         hosts = False
-    if not hosts:
-        require_reachable("rendezvous store", host, port, params.timeout.join.total_seconds())
+    if hosts:
+        return
+    timeout = params.timeout.join.total_seconds()
+    if params.backend == "static" or (
+        params.backend in _DYNAMIC and params.store_type in ("tcp", "tensorplay")
+    ):
+        from tpelastic.adapters.stores.signed import load_secret
+
+        try:
+            secret = load_secret(params.get("secret_file"))
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        # Only our server asks for the secret; tensorplay's (static, store_type=tensorplay)
+        # has no handshake.
+        ours = params.backend != "static" and params.store_type == "tcp"
+        require_store_answers("rendezvous store", host, port, timeout, secret if ours else None)
+    else:
+        require_reachable("rendezvous store", host, port, timeout)
 
 
 def _bindable(host: str, port: int) -> bool:
