@@ -315,3 +315,18 @@ def test_a_conditional_write_whose_answer_is_lost_is_applied_exactly_once(
         assert store.get("s") == b"next"
     finally:
         store.close()
+
+
+def test_tpelastic_run_without_the_etcd_extra_is_one_line(etcd: EtcdCluster) -> None:
+    """A reachable etcd, but etcd3gw not installed: one usage line, exit 2, no traceback."""
+    host, port = etcd.endpoints[0]
+    code = (
+        "import sys; sys.modules['etcd3gw'] = None\n"
+        "from tpelastic.cli import run\n"
+        f"sys.exit(run.main(['--rdzv-backend', 'etcd', '--rdzv-endpoint', '{host}:{port}',"
+        f" '--rdzv-conf', 'join_timeout=5', {__file__!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'tpelastic[etcd]'" in lines[0], lines

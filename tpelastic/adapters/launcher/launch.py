@@ -86,7 +86,8 @@ def create_rendezvous_handler(config: LaunchConfig) -> Any:
     """Build the rendezvous handler for ``config``.
 
     Raises:
-        ConfigError: unknown backend or bad options for it (one line).
+        ConfigError: unknown backend, bad options for it, or its extra not installed (one
+            line).
         RendezvousError: the backend could not reach or host its store.
     """
     if config.standalone and config.max_nodes == 1:
@@ -98,7 +99,7 @@ def create_rendezvous_handler(config: LaunchConfig) -> Any:
 
     try:
         return create_handler(params)
-    except ValueError as error:
+    except (ValueError, ImportError) as error:  # ImportError: a backend's extra is missing
         raise ConfigError(str(error)) from None
 
 
