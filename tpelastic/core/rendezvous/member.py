@@ -9,10 +9,11 @@ key's absence is death at once; otherwise the counter not moving for ``heartbeat
 this member's own clock is. A dead successor is reported (its ``gone`` mark, and R+1 opened with
 reason ``membership``) and the look answers with R+1 opened by whoever opened it first.
 
-Closing the rendezvous takes the forming round's result slot (``membership.close_ops``), so the
-member first finds that round: from the ``published`` hint (and past its own round) forward
-while results exist, and back while the previous result is missing (the hint ran ahead, or the
-store started again empty).
+Closing the rendezvous writes the closed record first (it stands however damaged the rest is),
+then takes the forming round's result slot (``membership.close_ops``), so the member first
+finds that round: from the ``published`` hint (and past its own round) forward while results
+exist; when the previous result is missing too (the hint ran ahead, or the store started again
+empty) it scans forward again from just past its own round, or from round 0.
 
 A graceful leave writes the member's ``gone`` mark for R+1 and opens R+1 for the others
 (``membership.leave_ops``), unless no round completed or the rendezvous is closed (a look saw
