@@ -275,3 +275,13 @@ def test_L7_a_leave_opens_the_next_round_only_while_the_rendezvous_is_open() -> 
     bad = {KEYS.closed(): b"garbage"}
     state, out = drive(fresh(), mm.LeaveRequested(now=0.0), bad, CFG)
     assert [type(o) for o in out] == [mm.MemberFailed] and KEYS.opened(3) not in bad
+
+
+def test_L3_a_garbage_hint_does_not_stop_a_close() -> None:
+    store = _results(2)
+    store[KEYS.published_rounds()] = b"{garbage"
+    state, out = drive(
+        mm.member_state(KEYS, "a"), mm.CloseRequested(now=0.0, outcome="failed"), store, CFG
+    )
+    assert [type(o) for o in out] == [mm.Closed]
+    assert decode_result(store[KEYS.result(2)]).closed

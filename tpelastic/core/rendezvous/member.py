@@ -318,9 +318,12 @@ def decode(state: MemberState, done: OpsDone, config: RendezvousConfig) -> objec
             why = _named(key, lambda: decode_reason(opened)) if opened is not None else None
             return DeathReported(now=now, next_opened=why or "membership")
         if state.phase is MemberPhase.LOCATING:
-            hint = _named(
-                keys.published_rounds(), lambda: decode_counter(_bytes(replies[-1], "hint"))
-            )
+            try:
+                hint = decode_counter(_bytes(replies[-1], "hint"))
+            except StateCorrupt:
+                # Only a hint: a close scans from this node's own round instead, so it still
+                # takes the forming round's slot when the hint is what is corrupt.
+                hint = 0
             return HintRead(now=now, published=hint)
         if state.phase is MemberPhase.CHECKING:
             raw = _named(keys.closed(), lambda: _bytes(replies[0], "closed flag"))
