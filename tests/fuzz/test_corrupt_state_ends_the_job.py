@@ -66,5 +66,5 @@ def test_corrupt_state_ends_every_agent_with_one_line(  # type: ignore[no-untype
     assert all(len(e.failed_lines) == 1 for e in endings), logs
     assert "Traceback" not in logs, logs
     named = f"corrupt rendezvous state at 'tpelastic/v1/corrupt/{key}'"
-    assert any(named in e.log for e in endings), logs
+    assert all(named in e.failed_lines[0] for e in endings), logs  # each line says why
     assert leftovers == [], leftovers

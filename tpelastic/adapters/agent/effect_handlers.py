@@ -193,6 +193,10 @@ class RendezvousEffects:
             closed = self._membership.look().closed
         except Exception:  # the store may be gone with the job: the core reads None
             closed = None
+            # No round yet to look from: the close's own reason still says why it closed
+            # (another node may have found corrupt state).
+            reason = self._membership.closed_reason()
+            why = f"{why} ({reason})" if reason else why
         return members.JoinClosed(now=now, why=why, closed=closed)
 
     def open_next_round(self, effect: core.OpenNextRound) -> None:

@@ -273,6 +273,18 @@ class Membership:
             return False
         return bool(self.handler.wait_for_change(timeout))
 
+    def closed_reason(self) -> str | None:
+        """``outcome: reason`` of the run's close, read without a round (a join that found the
+        run closed names why); None when it cannot tell. Never raises."""
+        read = getattr(self.handler, "closed_record", None)
+        try:
+            record = read() if callable(read) else None
+        except RendezvousStateError as error:  # the closed record itself is what is corrupt
+            return str(error)
+        except Exception:  # the store may be gone with the job
+            return None
+        return f"{record.outcome}: {record.reason}".rstrip(": ") if record is not None else None
+
     def look_fallback(self) -> float:
         """How often a look is still due while a change watcher runs: it times the ring
         successor's heartbeat (``liveness.look_period``)."""

@@ -63,6 +63,7 @@ from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.membership import RoundWatch
 from tpelastic.core.rendezvous.ops import JoinSucceeded
 from tpelastic.core.rendezvous.records import (
+    ClosedRecord,
     RoundResult,
     StateCorrupt,
     decode_closed,
@@ -310,6 +311,22 @@ class DynamicRendezvousHandler(RendezvousHandler):
                     self._closed = True
                     self._member = evolve(self._member, closed=True)
         return self._closed
+
+    def closed_record(self) -> ClosedRecord | None:
+        """The run's closed record (outcome and reason), None while it is open; one store read,
+        no round needed.
+
+        Raises:
+            RendezvousConnectionError: the store could not be reached.
+            RendezvousStateError: the closed flag holds something that is not ours.
+        """
+        key = self._keys.closed()
+        with self._errors("reading the closed flag"):
+            raw = self._store.get(key)
+        try:
+            return None if raw is None else decode_closed(raw)
+        except StateCorrupt as error:
+            raise RendezvousStateError(f"corrupt rendezvous state at {key!r}: {error}") from None
 
     def set_closed(self, outcome: str = "succeeded", reason: str = "") -> None:
         """Close the rendezvous for every node: no round completes afterwards.
