@@ -1,9 +1,12 @@
 """No escaped process: a worker's daemon (double fork, setsid) is stopped with its group, under
-every start method. The agent is a child subreaper, so the daemon is re-parented to it."""
+every start method. The agent is a child subreaper, so the daemon is re-parented to it; where a
+cgroup v2 is writable, a daemon that leaves no mark (a cleared environment) is killed with the
+group's cgroup."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 
@@ -11,6 +14,7 @@ import psutil
 import pytest
 
 from tpelastic.adapters.workers import subreaper
+from tpelastic.adapters.workers.cgroup import WorkerCgroup
 from tpelastic.multiprocessing import start_processes
 
 # Helpers of our own, not conftest's: a spawned worker may import this module, and the name
@@ -100,3 +104,48 @@ def test_a_daemon_of_a_running_worker_is_stopped_with_it(pid_dir, tmp_path):
     workers = list(ctx.pids().values())
     ctx.close(timeout=5)
     assert alive([*daemons, *workers]) == []
+
+
+def _cgroup_or_skip() -> None:
+    probe = WorkerCgroup.create(f"probe-{os.getpid()}")
+    if probe is None:
+        pytest.skip("no writable cgroup v2 here: the subreaper alone covers daemons")
+    probe.remove()
+
+
+@pytest.mark.parametrize("method", ["command", "forkserver"])
+def test_a_daemon_that_clears_its_environment_is_killed_with_the_cgroup(pid_dir, tmp_path, method):
+    _cgroup_or_skip()
+    if method == "command":
+        args: object = (script("daemonize.py"), "clean-env")
+        entry: object = sys.executable
+    else:
+        args, entry = {0: (pid_dir, True, True), 1: (pid_dir, True, True)}, leave_a_daemon
+    ctx = start_processes(
+        "c", entry, args, _envs(pid_dir), log_dir=str(tmp_path), start_method="forkserver"
+    )
+    result = ctx.wait(timeout=60, period=0.05)
+    assert result is not None and not result.is_failed(), result
+    daemons = [p for r in range(2) for p in read_pids(pid_dir, f"daemon{r}")]
+    assert len(alive(daemons)) == 2
+    if method == "command":  # no mark in its environment: the subreaper alone would miss it
+        assert not set(daemons) & set(ctx.adopted())
+    cgroup = os.path.dirname(ctx.cgroup_procs() or "")
+    assert set(daemons) <= set(WorkerCgroup(cgroup).pids())
+    ctx.close(timeout=5)
+    assert alive(daemons) == []
+    assert not os.path.exists(cgroup)  # removed with the group
+
+
+def test_a_gone_agent_s_empty_cgroup_is_removed_by_the_next_one():
+    _cgroup_or_skip()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale = WorkerCgroup.create(f"{gone.pid}-0-stale")
+    assert stale is not None and os.path.isdir(stale.path)
+    fresh = WorkerCgroup.create(f"{os.getpid()}-0-fresh")
+    assert fresh is not None
+    try:
+        assert not os.path.exists(stale.path)
+    finally:
+        fresh.remove()

@@ -28,6 +28,7 @@ from tpelastic.adapters.workers.logs import rank_files
 from tpelastic.adapters.workers.tree import kill_trees  # the stop path imports nothing
 
 if TYPE_CHECKING:
+    from tpelastic.adapters.workers.cgroup import WorkerCgroup
     from tpelastic.adapters.workers.tee import LineCopy, StreamPump
 
 # The error file reader (a failure), the watchdog (after the workers) and the tee pumps (teed
@@ -221,6 +222,11 @@ class PContext(abc.ABC):
         # Marks this group's processes, so those re-parented to the agent are found at close.
         self._token = f"{os.getpid()}-{next(_GROUP_SERIAL)}-{os.urandom(4).hex()}"
         self._children_before: set[int] = set()
+        self._cgroup: WorkerCgroup | None = None
+
+    def cgroup_procs(self) -> str | None:
+        """The ``cgroup.procs`` file of this group's cgroup, or None when it has none."""
+        return self._cgroup.procs if self._cgroup is not None else None
 
     def _pump(self, local_rank: int, read_fd: int | None, path: str, stream: str) -> None:
         """Copy one teed stream (the pipe ``read_fd``) to ``path`` and the console."""
@@ -252,6 +258,9 @@ class PContext(abc.ABC):
         """
         subreaper.become_subreaper()  # before any worker can leave an orphan behind
         self._children_before = subreaper.children()
+        from tpelastic.adapters.workers.cgroup import WorkerCgroup
+
+        self._cgroup = WorkerCgroup.create(self._token, self._clock)
         try:
             # One hand-off to the launcher thread for all of them: each hand-off is a thread
             # wake-up, several milliseconds between two workers' starts on a busy machine.
@@ -441,16 +450,23 @@ class PContext(abc.ABC):
         # With the agent a child subreaper, a worker's daemonized descendants are the agent's
         # children now (see subreaper): stopped with the workers, looked for again after.
         adopted = self.adopted()
-        kill_trees(
-            [*live, *adopted], groups, death_sig or signal.SIGTERM, timeout, clock=self._clock
-        )
+        held = self._cgroup.pids() if self._cgroup is not None else []
+        roots = sorted({*live, *adopted, *held})
+        kill_trees(roots, groups, death_sig or signal.SIGTERM, timeout, clock=self._clock)
         for _ in range(3):
             late = self.adopted()
             if not late:
                 break
             adopted += late
             kill_trees(late, (), signal.SIGKILL, 0, clock=self._clock)
-        subreaper.reap(adopted)
+        if self._cgroup is not None:
+            # What the trees and the marks missed (a cleared environment, a fork during the
+            # grace) is still in the cgroup: killed in one write.
+            held += self._cgroup.pids()
+            self._cgroup.kill_all(timeout=5.0)
+            self._cgroup.remove()
+        workers = {w.pid for w in self._workers.values()}  # reaped below, by their handles
+        subreaper.reap(sorted({*adopted, *held} - workers))
         for worker in list(self._workers.values()):
             self._record_exit(worker, worker.reap(timeout=5.0))
         os.write(self._wake_w, b"x")

@@ -27,6 +27,9 @@ SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shim.py")
 # ``$0`` is the agent's pid; ``$PPID`` is the shell's parent when it started, i.e. after
 # setpriv armed the signal. A different parent means the agent is already gone.
 SH_CHECK = '[ "$PPID" = "$0" ] || exit 1; exec "$@"'
+# The same, first moving itself into the worker group's cgroup (``$1``, its cgroup.procs): a
+# worker that cannot be moved runs anyway, covered by the subreaper alone.
+SH_CHECK_CGROUP = '[ "$PPID" = "$0" ] || exit 1; { echo $$ > "$1"; } 2>/dev/null; shift; exec "$@"'
 _SH = "/bin/sh"
 _PROBE_TIMEOUT = 5.0
 
@@ -92,12 +95,17 @@ def usable_setpriv() -> str | None:
         return _setpriv if isinstance(_setpriv, str) else None
 
 
-def prefix(agent_pid: int) -> list[str]:
-    """The argv to put before a worker's command so that it dies with ``agent_pid``."""
+def prefix(agent_pid: int, cgroup_procs: str | None = None) -> list[str]:
+    """The argv to put before a worker's command so that it dies with ``agent_pid`` (and,
+    given ``cgroup_procs``, enters that cgroup before its exec)."""
     setpriv = usable_setpriv()
     if setpriv is not None:
-        return [setpriv, "--pdeathsig", "KILL", "--", _SH, "-c", SH_CHECK, str(agent_pid)]
-    return [sys.executable, "-I", "-S", SHIM, str(agent_pid), "--"]
+        start = [setpriv, "--pdeathsig", "KILL", "--", _SH, "-c"]
+        if cgroup_procs is None:
+            return [*start, SH_CHECK, str(agent_pid)]
+        return [*start, SH_CHECK_CGROUP, str(agent_pid), cgroup_procs]
+    extra = [] if cgroup_procs is None else ["--cgroup", cgroup_procs]
+    return [sys.executable, "-I", "-S", SHIM, str(agent_pid), *extra, "--"]
 
 
 __all__ = ["SHIM", "SH_CHECK", "prefix", "start_probe", "usable_setpriv"]

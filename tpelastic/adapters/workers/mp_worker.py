@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tpelastic.adapters.workers.errorfile import write_error_file
-from tpelastic.adapters.workers.shim import set_parent_death_signal
+from tpelastic.adapters.workers.shim import enter_cgroup, set_parent_death_signal
 
 StreamSpec = tuple[str, Any] | None  # None: inherit; ("file", path); ("pipe", Connection)
 
@@ -56,11 +56,14 @@ def run_worker(
     agent_pid: int,
     parent_is_agent: bool,
     cpus: list[int] | None = None,
+    cgroup_procs: str | None = None,
 ) -> None:
     """Run ``fn(*args)`` as a worker; exits 1 (after writing the error file) if it raises.
 
     ``cpus`` is the worker's NUMA binding (None: none), applied before any of the user's code
-    runs; a forkserver child does not inherit the agent's choice, so the child sets it."""
+    runs; a forkserver child does not inherit the agent's choice, so the child sets it.
+    ``cgroup_procs`` is the group's cgroup (None: none), entered before anything else."""
+    enter_cgroup(cgroup_procs)
     try:
         os.setsid()
     except OSError:

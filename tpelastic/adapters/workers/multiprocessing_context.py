@@ -142,6 +142,7 @@ class MultiprocessContext(PContext):
                 os.getpid(),
                 self.start_method != "forkserver",
                 sorted(cpus) if cpus else None,
+                self.cgroup_procs(),
             ),
         )
         try:

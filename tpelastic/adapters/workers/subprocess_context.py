@@ -116,7 +116,7 @@ class SubprocessContext(PContext):
 
     def _start_one(self, local_rank: int) -> WorkerHandle:
         files = self.files[local_rank]
-        argv = [*deathsig.prefix(os.getpid()), self.entrypoint]
+        argv = [*deathsig.prefix(os.getpid(), self.cgroup_procs()), self.entrypoint]
         out, out_pipe = self._stream(files.stdout, files.tee_stdout)
         err, err_pipe = self._stream(files.stderr, files.tee_stderr)
         cpus = self.numa_cpus.get(local_rank)
