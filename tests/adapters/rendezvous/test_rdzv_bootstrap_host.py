@@ -28,7 +28,7 @@ FAST = {
 
 @pytest.fixture
 def host() -> Iterator[BootstrapHost]:
-    hosting = BootstrapHost("tcp", host="127.0.0.1")
+    hosting = BootstrapHost("tcp")
     yield hosting
     hosting.stop()
 
@@ -42,8 +42,8 @@ def _refused(port: int) -> bool:
 
 
 def test_tensorplays_own_client_uses_the_agents_server(host: BootstrapHost) -> None:
-    port = host.serve()
-    assert port is not None and port == host.port
+    port = host.serve("127.0.0.1")
+    assert port is not None and port == host.port and host.address == "127.0.0.1"
     # In a process of its own, as a worker is: tensorplay's client holds the GIL while it
     # waits for a reply, which a server thread in the same process could never send.
     worker = textwrap.dedent(
@@ -61,10 +61,10 @@ def test_tensorplays_own_client_uses_the_agents_server(host: BootstrapHost) -> N
 
 
 def test_every_attempt_gets_a_fresh_server_and_the_last_one_stops(host: BootstrapHost) -> None:
-    first = host.serve()
+    first = host.serve("127.0.0.1")
     assert first is not None
     connect("127.0.0.1", first, timeout=5.0).set("left-by-attempt-0", b"1")
-    second = host.serve()
+    second = host.serve("127.0.0.1")
     assert second is not None
     fresh = connect("127.0.0.1", second, timeout=5.0)
     assert fresh.get("left-by-attempt-0") is None  # nothing an earlier attempt wrote
@@ -73,13 +73,13 @@ def test_every_attempt_gets_a_fresh_server_and_the_last_one_stops(host: Bootstra
         assert _refused(first)
     host.stop()
     host.stop()  # idempotent
-    assert host.port is None and _refused(second)
+    assert host.port is None and host.address is None and _refused(second)
 
 
 def test_tensorplays_server_when_the_store_type_asks_for_it() -> None:
-    hosting = BootstrapHost("tensorplay", host="127.0.0.1")
+    hosting = BootstrapHost("tensorplay")
     try:
-        port = hosting.serve()
+        port = hosting.serve("127.0.0.1")
         assert port is not None
         client = connect("127.0.0.1", port, timeout=5.0)  # ours, on tensorplay's server
         client.set("k", b"v")
@@ -115,7 +115,7 @@ def test_the_endpoint_record_says_who_hosts_and_reads_old_records() -> None:
 def test_rank_0s_agent_serves_its_round_and_every_node_is_told() -> None:
     store = MemoryStore()
     config = RendezvousConfig(min_nodes=2, max_nodes=2, **FAST)
-    hosts = [BootstrapHost("tcp", host="127.0.0.1") for _ in range(2)]
+    hosts = [BootstrapHost("tcp") for _ in range(2)]
     handlers = [
         DynamicRendezvousHandler(
             "boot",
@@ -137,6 +137,8 @@ def test_rank_0s_agent_serves_its_round_and_every_node_is_told() -> None:
         assert endpoint is not None and endpoint.agent_hosted
         rank0 = next(i for i, info in enumerate(infos) if info.rank == 0)
         assert hosts[rank0].port == endpoint.master_port and hosts[1 - rank0].port is None
+        # It listens where it tells the workers to connect, not on every interface.
+        assert hosts[rank0].address == endpoint.master_addr == "127.0.0.1"
         client = connect("127.0.0.1", endpoint.master_port, timeout=5.0)
         client.set("reachable", b"1")
         client.close()

@@ -14,8 +14,9 @@ Every attempt gets a fresh server on a port the OS picks: nothing an earlier att
 wrote is read again, and that attempt's workers lose their store when the next one starts.
 
 The server serves without the run secret: tensorplay's client in the workers cannot answer our
-challenge. That is as open as the TCPStore rank 0's worker hosts otherwise (docs/security.md);
-our server's bounds on what a client may send or make it hold apply all the same.
+challenge. It listens on the address it publishes as ``MASTER_ADDR`` only, as the TCPStore rank
+0's worker hosts otherwise does, so it is no more open than that one (docs/security.md); our
+server's bounds on what a client may send or make it hold apply all the same.
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ from tpelastic.adapters.stores.errors import StoreUnavailable
 
 _log = logging.getLogger(__name__)
 
-# Every interface, as a worker's own TCPStore server listens: workers on other nodes connect.
-_ANY_ADDRESS = "0.0.0.0"
 _STOP_GRACE_SECONDS = 2.0
 DISABLE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 SERVERS = ("tcp", "tensorplay")
@@ -40,17 +39,16 @@ class BootstrapHost:
 
     Args:
         server: ``tcp`` (our server) or ``tensorplay`` (tensorplay's TCPStore server).
-        host: the address to listen on.
 
     Raises:
         ValueError: an unknown ``server``.
     """
 
-    def __init__(self, server: str = "tcp", *, host: str = _ANY_ADDRESS) -> None:
+    def __init__(self, server: str = "tcp") -> None:
         if server not in SERVERS:
             raise ValueError(f"bootstrap store server must be one of {SERVERS}, got {server!r}")
         self.server = server
-        self.host = host
+        self.address: str | None = None
         self._current: Any = None
         self._port: int | None = None
 
@@ -59,22 +57,24 @@ class BootstrapHost:
         """The port of the server running now, or None."""
         return self._port
 
-    def serve(self) -> int | None:
-        """Stop the previous attempt's server and start a fresh one; its port, or None when
-        no server can be started here (the workers then host the store themselves).
+    def serve(self, address: str) -> int | None:
+        """Stop the previous attempt's server and start a fresh one listening on ``address``
+        (the ``MASTER_ADDR`` the workers get); its port, or None when no server can be started
+        there (the workers then host the store themselves).
         """
         self.stop()
         try:
             if self.server == "tensorplay":
                 from tpelastic.adapters.stores.tensorplay_store import tcp_store
 
-                store = tcp_store(self.host, 0, is_server=True)
+                store = tcp_store(address, 0, is_server=True)
                 self._current, self._port = store, int(store.raw.port)
             else:
                 from tpelastic.adapters.stores.tcp_server import StoreServer
 
-                server = StoreServer(self.host, 0).start()
+                server = StoreServer(address, 0).start()
                 self._current, self._port = server, server.port
+            self.address = address
         except StoreUnavailable as error:
             _log.warning("the workers host their bootstrap store: %s", error)
             return None
@@ -83,6 +83,7 @@ class BootstrapHost:
     def stop(self) -> None:
         """Stop the running server, if any (its clients then fail fast). Idempotent."""
         current, self._current, self._port = self._current, None, None
+        self.address = None
         if current is None:
             return
         if self.server == "tensorplay":

@@ -588,7 +588,9 @@ class DynamicRendezvousHandler(RendezvousHandler):
         hosted = None
         if self.bootstrap_host is not None:
             # A node that is no longer rank 0 stops serving its last attempt's workers.
-            hosted = self.bootstrap_host.serve() if joined.rank == 0 else None
+            # The address rank 0 publishes as MASTER_ADDR (no DNS lookup: it cannot hang).
+            address = self._local_addr or socket.gethostname()
+            hosted = self.bootstrap_host.serve(address) if joined.rank == 0 else None
             if hosted is None:
                 self.bootstrap_host.stop()
         # Rank 0 publishes right after its own join; waiting as long as a follower waits for a
