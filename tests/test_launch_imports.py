@@ -55,12 +55,10 @@ HEAVY_IN_AGENT = (
     "tpelastic.adapters.sinks.prometheus",
     # With events "null" and no metrics routed nothing is recorded or published, so neither
     # sink is imported (agent.publish drops metrics while sinks.metrics was never imported);
-    # the failure report only for failed workers; the budget machine's table only for the
-    # spec export and the tests (the count arithmetic is in core.restart_count): ~4 ms.
+    # the failure report only for failed workers: ~4 ms.
     "tpelastic.adapters.sinks.events",
     "tpelastic.adapters.sinks.metrics",
     "tpelastic.adapters.agent.report",
-    "tpelastic.core.restart_budget",
     # Nor the worker and worker group machines: the agent needs their values only (in
     # core.worker_values and core.group_values): ~1.5 ms.
     "tpelastic.core.worker",

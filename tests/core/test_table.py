@@ -19,7 +19,6 @@ from tpelastic.core.agent import AgentState
 from tpelastic.core.export import markup, markup_machine
 from tpelastic.core.machines import all_tables
 from tpelastic.core.rendezvous.state import JoinState
-from tpelastic.core.restart_budget import BudgetState
 from tpelastic.core.table import InvalidTransition, Row, Table, build_table, phase_setter
 from tpelastic.core.values import Rejected
 
@@ -213,7 +212,7 @@ def test_phase_setter_falls_back_to_evolve_where_the_shortcut_would_be_wrong() -
 
 @pytest.mark.parametrize(
     "sample",
-    [JoinState(reason="failure", from_round=3, round_no=4, slot=2), BudgetState(), AgentState()],
+    [JoinState(reason="failure", from_round=3, round_no=4, slot=2), AgentState()],
     ids=lambda s: type(s).__name__,
 )
 def test_phase_setter_agrees_with_evolve_on_machine_states(sample: Any) -> None:

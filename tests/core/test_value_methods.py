@@ -34,7 +34,6 @@ MODULES = (
     "tpelastic.core.worker_values",
     "tpelastic.core.worker_group",
     "tpelastic.core.group_values",
-    "tpelastic.core.restart_budget",
     "tpelastic.core.agent.events",
     "tpelastic.core.agent.states",
     "tpelastic.adapters.workers.signals",

@@ -72,10 +72,11 @@ def tcp_node(
     restarts: int = 0,
     conf: str = "",
     extra: tuple[str, ...] = (),
+    detection: str = FAST,
 ) -> subprocess.Popen[bytes]:
     """One ``tpelastic run`` agent of run ``run_id`` on the tcp backend at ``port`` (the first
-    to come hosts the store), two workers, fast failure detection; ``extra`` flags go before
-    the script."""
+    to come hosts the store), two workers, fast failure detection (``detection``, the start
+    of the rendezvous conf); ``extra`` flags go before the script."""
     return tpstart(
         "--nnodes",
         nnodes,
@@ -90,7 +91,7 @@ def tcp_node(
         "--local-addr",
         "127.0.0.1",
         "--rdzv-conf",
-        FAST + conf,
+        detection + conf,
         "--monitor-interval",
         "0.1",
         "--max-restarts",

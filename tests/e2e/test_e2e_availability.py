@@ -1,17 +1,19 @@
 """Availability with real agents on 127.0.0.1 (tcp backend): a paused agent, the store host
 included, re-joins instead of ending the job (specs/agent.md, A12); a worker failure caused by a
-peer's loss is a membership change, not a budget unit (A13)."""
+peer's loss is a membership change, not a budget unit, with the budget spent (A13) or left
+(A15)."""
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from e2e_helpers import descendants, finish, free_port, records, wait_for_records
+from e2e_helpers import FAST, descendants, finish, free_port, records, wait_for_records
 from e2e_helpers import tcp_node as node
 
 pytestmark = pytest.mark.slow
@@ -27,6 +29,16 @@ def _pause(pid: int, seconds: float) -> None:
         time.sleep(seconds)
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def _kill_node(agent: subprocess.Popen[bytes]) -> None:
+    """SIGKILL an agent and its workers at once, as a lost machine."""
+    for proc in [*descendants(agent.pid), psutil.Process(agent.pid)]:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    agent.wait(timeout=10)
 
 
 @pytest.mark.parametrize("paused", ["peer", "store_host"])
@@ -60,13 +72,37 @@ def test_A13_losing_a_node_after_the_budget_is_spent_is_a_membership_change(
     # Attempt 0 records 4 workers, then global rank 0 crashes; attempt 1 records 4 more.
     wait_for_records(out, 8)
     time.sleep(0.5)  # attempt 1 is training (all_reducing)
-    for proc in [*descendants(b.pid), psutil.Process(b.pid)]:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    b.wait(timeout=10)
+    _kill_node(b)
     assert finish(a, tmp_path / "a.log") == 0, (tmp_path / "a.log").read_text()
     alone = [r for r in records(out) if r["world"] == 2]
     assert len(alone) == 2, records(out)  # A's two workers trained in a world of their own
     assert {r["env"]["TPELASTIC_RESTART_COUNT"] for r in alone} == {"1"}  # no unit spent
+
+
+def test_A15_a_node_lost_with_budget_left_spends_nothing(tmp_path: Path, out: Path) -> None:
+    """Budget left (max_restarts 1); node B dies with its workers while both train. A's workers
+    fail on the lost peer and A restarts them in place at once (attempt 1), before B's death is
+    reported; the report, within the collateral window, refunds that attempt: A re-forms a
+    world alone with the restart count unchanged, and the budget is still there."""
+    port = free_port()
+    work = ("--out", str(out), "--train-for", "6")
+    # B's death is reported ~3 s after it (3 missed 1 s heartbeats): A's workers fail on the
+    # lost peer well before that, and the report lands within the 5.5 s collateral window.
+    slow = FAST.replace("keep_alive_interval=0.3", "keep_alive_interval=1")
+
+    def start(name: str, host: int) -> subprocess.Popen[bytes]:
+        log, conf = tmp_path / f"{name}.log", f",is_host={host}"
+        return node(port, "spare", "1:2", log, *work, restarts=1, conf=conf, detection=slow)
+
+    a, b = start("a", 1), start("b", 0)
+    wait_for_records(out, 4)
+    time.sleep(0.5)  # attempt 0 is training (all_reducing)
+    _kill_node(b)
+    log = tmp_path / "a.log"
+    assert finish(a, log) == 0, log.read_text()
+    text = log.read_text()
+    assert "restarting in place as attempt 1" in text, text  # the collateral failure restarted
+    assert "not charged" in text, text
+    alone = [r for r in records(out) if r["world"] == 2]
+    assert len(alone) == 2, records(out)  # A's two workers trained in a world of their own
+    assert {r["env"]["TPELASTIC_RESTART_COUNT"] for r in alone} == {"0"}  # no unit spent

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for the worker, worker_group, restart_budget and agent machines.
+"""Hypothesis strategies for the worker, worker_group and agent machines.
 
 States come in two kinds: *constructed* (any values the classes' validators accept) and
 *reachable* (a fresh value driven by random events). Event strategies build every event type.
@@ -10,7 +10,6 @@ from attrs import evolve
 from hypothesis import strategies as st
 
 from tpelastic.core import agent as ag
-from tpelastic.core import restart_budget as rb
 from tpelastic.core import worker as w
 from tpelastic.core import worker_group as wg
 
@@ -129,21 +128,6 @@ def constructed_groups(draw: st.DrawFn) -> wg.WorkerGroup:
 
 
 any_group = st.one_of(reachable_groups(), constructed_groups())
-
-# -- restart budget ------------------------------------------------------------------------------
-
-budget_configs = st.builds(rb.BudgetConfig, max_restarts=st.integers(0, 4))
-budget_states = st.builds(
-    rb.BudgetState,
-    phase=st.sampled_from(list(rb.BudgetPhase)),
-    restart_count=st.integers(0, 5),
-    failure_pending=st.booleans(),
-)
-budget_events: st.SearchStrategy[rb.BudgetEventT] = st.one_of(
-    st.builds(rb.RoundAgreed, now=instants, restart_count=st.integers(0, 6)),
-    st.builds(rb.FailureReported, now=instants),
-    st.builds(rb.MembershipChanged, now=instants, reason=st.sampled_from(["join", "leave"])),
-)
 
 # -- agent ---------------------------------------------------------------------------------------
 

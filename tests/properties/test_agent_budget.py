@@ -26,7 +26,12 @@ from hypothesis.stateful import (
 
 from tpelastic.core import agent as ag
 from tpelastic.core.agent import AgentPhase as P
-from tpelastic.core.restart_budget import attempts_allowed, can_restart, next_restart_count
+from tpelastic.core.restart_budget import (
+    attempts_allowed,
+    can_restart,
+    charged_attempt,
+    next_restart_count,
+)
 from tpelastic.core.table import Step
 from tpelastic.core.values import Rejected
 from tpelastic.core.worker_group import WorkerFailure
@@ -53,12 +58,16 @@ class Oracle:
     restart_count: int = 0
     members: tuple[str, ...] = ()
     joiners: dict[str, bool] = field(factory=dict)  # node -> reported a failure
+    # member of the last round -> the highest attempt of it its join reports as spent
+    reported: dict[str, int] = field(factory=dict)
     opened: bool = False  # a next round was opened after `round`
     closed: str | None = None
     counts: list[int] = field(factory=list)  # restart count of each completed round
     failure_rounds: list[bool] = field(factory=list)  # did a failure report go into the round
     attempts: list[int] = field(factory=list)  # highest in-place attempt opened in each round
+    carried: list[int] = field(factory=list)  # the attempts of each round the next one counted
     spent: int = 0  # units spent job-wide: attempts opened plus rounds a failure went into
+    refunded: int = 0  # attempts a peer's loss caused, left out of the next round's count
 
     @property
     def attempt(self) -> int:
@@ -117,7 +126,9 @@ class AgentsAndBudget(RuleBasedStateMachine):
         elif isinstance(effect, ag.JoinRendezvous):
             oracle.joiners[node] = oracle.joiners.get(node, False) or effect.failure
             if node in oracle.members:
-                return self.fence_members(node, "member rejoined")
+                charged = effect.charged_attempt
+                oracle.reported[node] = oracle.attempt if charged is None else charged
+                return self.fence_members(node, "failure" if effect.failure else "rejoin")
         elif isinstance(effect, ag.OpenNextRound):
             return self.fence_members(node, effect.reason)
         elif isinstance(effect, ag.OpenAttempt):
@@ -125,7 +136,7 @@ class AgentsAndBudget(RuleBasedStateMachine):
         elif isinstance(effect, ag.LeaveRendezvous):
             oracle.joiners.pop(node, None)
             if node in oracle.members:
-                return self.fence_members(node, "member left")
+                return self.fence_members(node, ag.PEER_LOST)
         elif isinstance(effect, ag.CloseRendezvous):
             oracle.closed = oracle.closed or effect.outcome
             outcome = oracle.closed
@@ -215,9 +226,15 @@ class AgentsAndBudget(RuleBasedStateMachine):
         members = tuple(sorted(oracle.joiners)[: self.config.max_nodes])
         failed = any([oracle.joiners.pop(n) for n in members])
         oracle.round += 1
-        # The closer carries the last round's in-place attempts into the new round's count.
-        carried = oracle.restart_count + oracle.attempt
-        oracle.restart_count = next_restart_count(carried, failed)
+        # The closer carries the last round's in-place attempts its members report as spent
+        # into the new round's count (a peer's loss may have refunded the newest).
+        reports = [oracle.reported[n] for n in members if n in oracle.reported]
+        attempts = max(reports, default=oracle.attempt)
+        if oracle.attempts:
+            oracle.carried.append(attempts)
+            oracle.refunded += oracle.attempt - attempts
+        oracle.reported = {}
+        oracle.restart_count = next_restart_count(oracle.restart_count + attempts, failed)
         oracle.spent += 1 if failed else 0
         oracle.members, oracle.opened = members, False
         oracle.counts.append(oracle.restart_count)
@@ -316,8 +333,32 @@ class AgentsAndBudget(RuleBasedStateMachine):
         self.departures += 1
         self.oracle.joiners.pop(node, None)
         if node in self.oracle.members:  # the rendezvous notices the lost heartbeat
-            for target, event in self.fence_members(node, "member died"):
+            for target, event in self.fence_members(node, ag.PEER_LOST):
                 self.deliver(target, event)
+
+    @precondition(
+        lambda self: (
+            len(self.live(P.RUNNING)) >= 2
+            and self.departures < MAX_DEPARTURES
+            and set(self.live(P.RUNNING)) <= set(self.oracle.members)
+        )
+    )
+    @rule(data=st.data(), reported_after=st.floats(0, 2))
+    def a_member_dies_under_its_peers(self, data: st.DataObject, reported_after: float) -> None:
+        """A member dies with its workers: the survivors' workers fail at once on the lost
+        peer, and the death is reported ``reported_after`` collateral windows later."""
+        victim = data.draw(st.sampled_from(self.live(P.RUNNING)))
+        self.dead.add(victim)
+        self.departures += 1
+        self.oracle.joiners.pop(victim, None)
+        failure = WorkerFailure(
+            local_rank=0, global_rank=0, exitcode=1, signal=None, at=self.now, reason="peer gone"
+        )
+        failed = ag.WorkersFailed(now=self.now, failures=(failure,))
+        self.deliver_all([(n, failed) for n in self.live(P.RUNNING)])
+        self.now += reported_after * self.config.collateral_window
+        for target, event in self.fence_members(victim, ag.PEER_LOST):
+            self.deliver(target, event)
 
     @precondition(lambda self: self.live(P.RUNNING))
     @rule(data=st.data())
@@ -400,11 +441,13 @@ class AgentsAndBudget(RuleBasedStateMachine):
     def inv_B5_restart_count_never_decreases(self) -> None:
         """The restart count never goes down and rises only in a round a failure went into."""
         counts, failures = self.oracle.counts, self.oracle.failure_rounds
-        attempts = self.oracle.attempts
+        carried = self.oracle.carried
         for i in range(1, len(counts)):
-            assert counts[i] - counts[i - 1] == attempts[i - 1] + (1 if failures[i] else 0)
+            assert counts[i] - counts[i - 1] == carried[i - 1] + (1 if failures[i] else 0)
         for starts in self.starts.values():
-            seen = [s.restart_count for s in starts]
+            # A refunded attempt's count is not carried on (B7): the others never go down.
+            kept = [s for s in starts if s.round >= len(carried) or s.attempt <= carried[s.round]]
+            seen = [s.restart_count for s in kept]
             assert seen == sorted(seen)
 
     @invariant()
@@ -464,13 +507,42 @@ class AgentsAndBudget(RuleBasedStateMachine):
                 assert not any(isinstance(e, ag.CloseRendezvous) for e in effects)
             if before.phase is not P.HOLDING:
                 continue
-            assert after.restart_count == before.restart_count
             if isinstance(record.event, ag.NextRoundOpened):
-                assert effects == (ag.JoinRendezvous(failure=False),), record
+                joins = [e for e in effects if isinstance(e, ag.JoinRendezvous)]
+                assert len(joins) == 1 and not joins[0].failure, record
+                assert not any(isinstance(e, ag.StopWorkers) for e in effects), record
+            else:
+                assert after.restart_count == before.restart_count
             closes = any(isinstance(e, ag.CloseRendezvous) for e in effects)
             if closes:
                 assert isinstance(record.event, ag.TimePassed), record
                 assert before.held_until is not None and record.event.now >= before.held_until
+
+    @invariant()
+    def inv_A15_a_peers_loss_refunds_the_attempts_it_caused(self) -> None:
+        """A node whose round is superseded by a peer's loss re-joins reporting as spent only
+        the in-place attempts it started more than collateral_window before, its own count
+        lowered by the refunded ones; for any other reason it reports every attempt."""
+        for record in self.new_records("inv_A15_a_peers_loss_refunds_the_attempts_it_caused"):
+            event, before, after = record.event, record.before, record.result.state
+            joins = [e for e in record.result.effects if isinstance(e, ag.JoinRendezvous)]
+            if not isinstance(event, ag.NextRoundOpened) or not joins:
+                assert all(j.charged_attempt is None for j in joins), record
+                continue
+            (join,) = joins
+            window = self.config.collateral_window
+            expected = before.attempt
+            if event.reason == ag.PEER_LOST:
+                expected = charged_attempt(before.attempt, before.attempt_starts, event.now, window)
+            recent = [a for a, at in before.attempt_starts if event.now - at <= window]
+            if expected == before.attempt:
+                assert join == ag.JoinRendezvous(failure=False), record
+                assert after.restart_count == before.restart_count
+            else:
+                assert event.reason == ag.PEER_LOST and window > 0 and recent, record
+                assert join == ag.JoinRendezvous(failure=False, charged_attempt=expected)
+                assert expected == min(recent) - 1
+                assert after.restart_count == before.restart_count - (before.attempt - expected)
 
     @invariant()
     def inv_A2_signal_never_closes(self) -> None:
@@ -579,7 +651,8 @@ class AgentsAndBudget(RuleBasedStateMachine):
                 )
             ]
             assert after.restart_count == before.restart_count + 1
-        assert self.oracle.restart_count + self.oracle.attempt == self.oracle.spent
+        oracle = self.oracle
+        assert oracle.restart_count + oracle.attempt == oracle.spent - oracle.refunded
 
 
 TestAgentsAndBudget = AgentsAndBudget.TestCase

@@ -1,4 +1,4 @@
-"""Table-wide properties of the worker, worker_group, restart_budget and agent machines.
+"""Table-wide properties of the worker, worker_group and agent machines.
 
 h2's idea: feed any event in any (reachable or constructed) state; the answer is a valid state, or
 exactly the unchanged state plus one clean ``Rejected``; never an exception. And the tables keep
@@ -20,15 +20,11 @@ from strategies_core import (
     agent_states,
     any_group,
     any_worker,
-    budget_configs,
-    budget_events,
-    budget_states,
     group_events,
     worker_events,
 )
 
 from tpelastic.core import agent as ag
-from tpelastic.core import restart_budget as rb
 from tpelastic.core import worker as w
 from tpelastic.core import worker_group as wg
 from tpelastic.core.export import table_markdown
@@ -36,7 +32,7 @@ from tpelastic.core.machines import all_tables
 from tpelastic.core.table import Step, Table
 from tpelastic.core.values import Rejected
 
-MINE = (w.TABLE, wg.TABLE, rb.TABLE, ag.TABLE)
+MINE = (w.TABLE, wg.TABLE, ag.TABLE)
 
 
 def check_total(table: Table, state: Any, event: object, config: object) -> None:
@@ -63,13 +59,6 @@ def test_worker_group_any_event_any_state(data: st.DataObject, state: wg.WorkerG
     check_total(wg.TABLE, state, event, None)
 
 
-@given(state=budget_states, event=budget_events, config=budget_configs)
-def test_restart_budget_any_event_any_state(
-    state: rb.BudgetState, event: rb.BudgetEventT, config: rb.BudgetConfig
-) -> None:
-    check_total(rb.TABLE, state, event, config)
-
-
 @given(state=agent_states, event=agent_events, config=agent_configs())
 def test_agent_any_event_any_state(
     state: ag.AgentState, event: ag.AgentEventT, config: ag.AgentConfig
@@ -86,7 +75,7 @@ def _with_phase(state: Any, phase: Any) -> Any:
     return evolve(state, phase=phase)
 
 
-@pytest.mark.parametrize("name", ["worker", "worker_group", "restart_budget", "agent"])
+@pytest.mark.parametrize("name", ["worker", "worker_group", "agent"])
 @given(data=st.data())
 def test_at_most_one_guarded_row_matches(name: str, data: st.DataObject) -> None:
     if name == "worker":
@@ -96,9 +85,6 @@ def test_at_most_one_guarded_row_matches(name: str, data: st.DataObject) -> None
     elif name == "worker_group":
         state = data.draw(any_group)  # its phase is bound to its workers: no free choice
         event, config, table = data.draw(group_events(state.local_world_size)), None, wg.TABLE
-    elif name == "restart_budget":
-        state, event = data.draw(budget_states), data.draw(budget_events)
-        config, table = data.draw(budget_configs), rb.TABLE
     else:
         state, event = data.draw(agent_states), data.draw(agent_events)
         config, table = data.draw(agent_configs()), ag.TABLE

@@ -9,8 +9,9 @@ returned effects in order and decides nothing. The order inside one step (specs/
    membership machine first; each of its effects is an agent event.
 2. Each agent event, from step 1 or observed directly (worker exits, rounds completed, signals,
    timers: :data:`tpelastic.core.agent.AGENT_EVENTS`), steps the agent table, in order. The
-   agent's state holds the node's view of the restart budget (the job-wide count and the
-   in-place attempt), so every budget decision is one of its rows.
+   agent's state holds the node's view of the restart budget (the job-wide count, the
+   in-place attempt, the attempts a peer's loss may still refund: the arithmetic is
+   :mod:`tpelastic.core.restart_budget`), so every budget decision is one of its rows.
 3. The effects are the agent's, in order, after any ``Rejected`` of the membership machine.
 
 How to drive it::

@@ -1,294 +1,145 @@
-"""The restart budget: how many restarts the *job* has used, and whether one more is allowed.
+"""The restart budget's arithmetic: every count and budget check the agent and rendezvous make.
 
 The budget is a job-wide fact, not a per-agent counter. Each completed rendezvous round carries
-``restart_count``, computed once by the node that closes the round::
+``restart_count``, computed once by the node that closes the round (:func:`round_restart_count`)::
 
-    restart_count(next round) = restart_count(previous round) + (1 if any node reported a worker
-                                                                  failure for the next round else 0)
+    restart_count(next round) = restart_count(previous round)
+                              + the highest in-place attempt of the previous round its members
+                                report as spent
+                              + (1 if any node reported a worker failure for the next round)
 
 so every node of a round agrees on it, and a round spends at most one unit however many nodes
-failed at once (:func:`next_restart_count`). A failure with budget left and no membership change
-restarts the round's workers *in place* instead: attempt ``n`` of a round runs with the count
-``restart_count(round) + n``, and the next round's closer carries the highest attempt its members
-report into the new round's count (:func:`round_restart_count`; specs/rendezvous_join.md, R16),
-so attempts are spent job-wide like rounds. A membership change (a node joins, leaves or dies)
-forms a new round without spending anything. A job with ``max_restarts = k`` therefore runs at most
-``k + 1`` attempts (:func:`attempts_allowed`): the first one plus ``k`` restarts.
+failed at once. In-place attempt ``n`` of a round runs with the count ``restart_count(round) +
+n`` (:func:`attempt_count`). A membership change (a node joins, leaves or dies) spends nothing.
+A job with ``max_restarts = k`` runs at most ``k + 1`` attempts (:func:`attempts_allowed`).
 
-Every transition of the budget view is in :data:`TABLE`; it is what one node knows of the job's
-budget, fed with the rounds it takes part in and the failures it sees.
+A worker failure caused by a peer's loss is a membership change, not a unit: an in-place
+attempt started within ``collateral_window`` before this node's round is superseded is reported
+as not spent at the next join (:func:`charged_attempt`), so the next round's count leaves it out.
+
+The decisions that use these (restart, hold or fail; which attempt a join reports) are rows of
+the agent table (:mod:`tpelastic.core.agent`), whose state holds the node's view of the budget;
+specs/restart_budget.md explains the rules. Plain functions over counts: importing this module
+builds nothing, so the launch path pays nothing for it.
 """
 
 from __future__ import annotations
 
-import enum
+from tpelastic.core.values import Duration, Instant
 
-from attrs import evolve, field, frozen, validators
 
-# The count arithmetic lives in its own module so the launch path can skip this one's table.
-from tpelastic.core.restart_count import (
-    attempts_allowed,
-    can_restart,
-    next_restart_count,
-    round_restart_count,
-)
-from tpelastic.core.table import Row, Step, build_table
-from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
+def _nonneg(**values: int) -> None:
+    for name, value in values.items():
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value!r}")
 
 
-class BudgetPhase(enum.Enum):
-    AVAILABLE = "AVAILABLE"  # restart_count < max_restarts: a failure can still be retried
-    EXHAUSTED = "EXHAUSTED"  # restart_count == max_restarts: the next failure ends the job
+def next_restart_count(prev: int, failure_reported: bool) -> int:
+    """The restart count of the next round, as the round's closer computes it.
 
-
-@frozen(kw_only=True)
-class BudgetConfig:
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    max_restarts: int = field(validator=validators.ge(0))
-
-
-@frozen(kw_only=True)
-class BudgetState:
-    """One node's view of the job's budget."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    phase: BudgetPhase = BudgetPhase.AVAILABLE
-    # The count of the last round this node took part in; never decreases.
-    restart_count: int = field(default=0, validator=validators.ge(0))
-    # True between this node reporting a failure and the next round it takes part in.
-    failure_pending: bool = False
-
-
-def initial_state(config: BudgetConfig) -> BudgetState:
-    """A node's view before its first round (a job with ``max_restarts == 0`` starts exhausted)."""
-    phase = BudgetPhase.AVAILABLE if can_restart(0, config.max_restarts) else BudgetPhase.EXHAUSTED
-    return BudgetState(phase=phase)
-
-
-# -- events ------------------------------------------------------------------------------------
-
-
-@frozen(kw_only=True)
-class RoundAgreed:
-    """A rendezvous round this node is part of completed with this job-wide restart count."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    now: Instant
-    restart_count: int = field(validator=validators.ge(0))
-
-
-@frozen(kw_only=True)
-class FailureReported:
-    """A worker failure on this node asks for a restart."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    now: Instant
-
-
-@frozen(kw_only=True)
-class MembershipChanged:
-    """A node joined, left or died: the world re-forms without spending budget."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    now: Instant
-    reason: str = "membership"
-
-
-BudgetEventT = RoundAgreed | FailureReported | MembershipChanged
-
-# -- effects -----------------------------------------------------------------------------------
-
-
-@frozen(kw_only=True)
-class RequestRestart:
-    """Effect: rejoin the rendezvous reporting a failure (the next round spends one unit)."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    restart_count: int  # the count the failed attempt ran with
-
-
-@frozen(kw_only=True)
-class RequestRerendezvous:
-    """Effect: rejoin the rendezvous without reporting a failure (nothing is spent)."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    reason: str
-
-
-@frozen(kw_only=True)
-class FailJob:
-    """Effect: the job cannot restart again and must fail."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    reason: str
-    restart_count: int
-
-
-# -- guards ------------------------------------------------------------------------------------
-
-
-def _consistent(state: BudgetState, event: RoundAgreed, config: BudgetConfig) -> bool:
-    # Counts never go backwards, never pass the budget, and a round after our own failure report
-    # must have spent a unit on it.
-    floor = state.restart_count + (1 if state.failure_pending else 0)
-    return floor <= event.restart_count <= config.max_restarts
-
-
-def leaves_budget(state: BudgetState, event: RoundAgreed, config: BudgetConfig) -> bool:
-    """Is the agreed count consistent and still below max_restarts?"""
-    return _consistent(state, event, config) and event.restart_count < config.max_restarts
-
-
-def uses_last_restart(state: BudgetState, event: RoundAgreed, config: BudgetConfig) -> bool:
-    """Is the agreed count consistent and equal to max_restarts?"""
-    return _consistent(state, event, config) and event.restart_count == config.max_restarts
-
-
-def count_unchanged(state: BudgetState, event: RoundAgreed, config: BudgetConfig) -> bool:
-    """Is the agreed count the one already known, with no failure of ours pending?"""
-    return not state.failure_pending and event.restart_count == state.restart_count
-
-
-# -- actions -----------------------------------------------------------------------------------
-
-Out = tuple[BudgetState, tuple[object, ...]]
-
-
-def adopt_count(state: BudgetState, event: RoundAgreed, config: BudgetConfig) -> Out:
-    return evolve(state, restart_count=event.restart_count, failure_pending=False), ()
-
-
-def request_restart(state: BudgetState, event: FailureReported, config: BudgetConfig) -> Out:
-    effect = RequestRestart(restart_count=state.restart_count)
-    return evolve(state, failure_pending=True), (effect,)
-
-
-def fail_job(state: BudgetState, event: FailureReported, config: BudgetConfig) -> Out:
-    return state, (FailJob(reason="budget exhausted", restart_count=state.restart_count),)
-
-
-def rerendezvous(state: BudgetState, event: MembershipChanged, config: BudgetConfig) -> Out:
-    return state, (RequestRerendezvous(reason=event.reason),)
-
-
-B = BudgetPhase
-# Rows are grouped by event, then by source phase: the order the exported table shows them in.
-ROWS = (
-    Row(
-        src=B.AVAILABLE,
-        on=RoundAgreed,
-        dst=B.AVAILABLE,
-        guard="leaves_budget",
-        action="adopt_count",
-    ),
-    Row(
-        src=B.AVAILABLE,
-        on=RoundAgreed,
-        dst=B.EXHAUSTED,
-        guard="uses_last_restart",
-        action="adopt_count",
-        note="the restart this round runs is the last one allowed",
-    ),
-    Row(
-        src=B.EXHAUSTED,
-        on=RoundAgreed,
-        dst=B.EXHAUSTED,
-        guard="count_unchanged",
-        action="adopt_count",
-        note="a membership round after the budget ran out spends nothing",
-    ),
-    Row(
-        src=B.AVAILABLE,
-        on=FailureReported,
-        dst=B.AVAILABLE,
-        action="request_restart",
-        note="one unit is spent when the next round's closer counts the report",
-    ),
-    Row(src=B.EXHAUSTED, on=FailureReported, dst=B.EXHAUSTED, action="fail_job"),
-    Row(src=B.AVAILABLE, on=MembershipChanged, dst=B.AVAILABLE, action="rerendezvous"),
-    Row(src=B.EXHAUSTED, on=MembershipChanged, dst=B.EXHAUSTED, action="rerendezvous"),
-)
-
-TABLE = build_table(
-    name="restart_budget",
-    phases=BudgetPhase,
-    initial=B.AVAILABLE,
-    events=(RoundAgreed, FailureReported, MembershipChanged),
-    rows=ROWS,
-    guards={
-        "leaves_budget": leaves_budget,
-        "uses_last_restart": uses_last_restart,
-        "count_unchanged": count_unchanged,
-    },
-    actions={
-        "adopt_count": adopt_count,
-        "request_restart": request_restart,
-        "fail_job": fail_job,
-        "rerendezvous": rerendezvous,
-    },
-    doc=(
-        "Every transition of one node's view of the job-wide restart budget is in this table; "
-        "guards and actions live in `tpelastic/core/restart_budget.py`. The restart count is "
-        "agreed per rendezvous round (the round's closer computes it with `next_restart_count`: "
-        "at most one unit per round), so all nodes of a round hold the same count. A worker "
-        "failure asks for a restart while `restart_count < max_restarts` and fails the job "
-        "otherwise; a membership change re-forms the world and spends nothing. A job with "
-        "`max_restarts = k` makes at most `k + 1` attempts. A job with `max_restarts = 0` starts "
-        "`EXHAUSTED` (see `initial_state`)."
-    ),
-)
-
-
-def step(state: BudgetState, event: BudgetEventT, config: BudgetConfig) -> Step[BudgetState]:
-    """Apply one observation to this node's budget view.
+    Args:
+        prev: the previous round's restart count (0 for the first round).
+        failure_reported: whether any joining node reported a worker failure for this round.
 
     Returns:
-        The next view and its effects (``RequestRestart``, ``RequestRerendezvous`` or
-        ``FailJob``). A round whose count is inconsistent (lower than known, above the budget, or
-        not counting our own reported failure) is rejected: state unchanged, one ``Rejected``.
+        ``prev + 1`` if a failure was reported, else ``prev``: at most one unit per round.
+
+    Raises:
+        ValueError: ``prev`` is negative.
     """
-    return TABLE.step(state, event, config)
+    if prev < 0:
+        raise ValueError(f"restart_count must be >= 0, got {prev!r}")
+    return prev + (1 if failure_reported else 0)
+
+
+def round_restart_count(prev: int, attempts: int, failure_reported: bool) -> int:
+    """The restart count of the next round when the previous one restarted in place.
+
+    Attempt ``n`` of a round runs with the job-wide count ``prev + n``. Those units are spent,
+    so the next round starts from the previous round's count plus the highest attempt its
+    members report as spent, and :func:`next_restart_count` adds one unit if a failure was
+    reported for the new round.
+
+    Args:
+        prev: the previous round's restart count.
+        attempts: the highest in-place attempt of the previous round any member reports as
+            spent (0: none).
+        failure_reported: whether any joining node reported a worker failure for this round.
+
+    Raises:
+        ValueError: ``prev`` or ``attempts`` is negative.
+    """
+    if attempts < 0:
+        raise ValueError(f"attempts must be >= 0, got {attempts!r}")
+    return next_restart_count(prev, failure_reported) + attempts
+
+
+def can_restart(restart_count: int, max_restarts: int) -> bool:
+    """Whether the job may restart once more after an attempt that used ``restart_count``.
+
+    Raises:
+        ValueError: either argument is negative.
+    """
+    _nonneg(restart_count=restart_count, max_restarts=max_restarts)
+    return restart_count < max_restarts
+
+
+def within_budget(restart_count: int, max_restarts: int) -> bool:
+    """Whether workers may run with ``restart_count`` (at most ``max_restarts`` used)."""
+    return restart_count <= max_restarts
+
+
+def attempt_count(restart_count: int, attempt: int, other: int) -> int:
+    """The job-wide count of attempt ``other`` of a round, from a node that runs ``attempt`` of
+    it with ``restart_count``: the round's count plus ``other``."""
+    return restart_count - attempt + other
+
+
+def attempts_allowed(max_restarts: int) -> int:
+    """How many attempts (worker starts that spend budget) a job may make: the first plus restarts.
+
+    Raises:
+        ValueError: ``max_restarts`` is negative.
+    """
+    _nonneg(max_restarts=max_restarts)
+    return max_restarts + 1
+
+
+AttemptStart = tuple[int, Instant]
+"""An in-place attempt a node started (opened, or followed) and when, on its own clock."""
+
+
+def recent_starts(
+    starts: tuple[AttemptStart, ...], now: Instant, window: Duration
+) -> tuple[AttemptStart, ...]:
+    """The attempt starts a peer's loss seen at ``now`` may still have caused: those at most
+    ``window`` seconds old (a start after ``now`` is a clock the caller mixed up, kept)."""
+    return tuple(start for start in starts if now - start[1] <= window)
+
+
+def charged_attempt(
+    attempt: int, starts: tuple[AttemptStart, ...], now: Instant, window: Duration
+) -> int:
+    """The highest in-place attempt of its round a node reports as spent when, at ``now``, a
+    peer's loss supersedes the round while it runs ``attempt``.
+
+    The attempts it started within ``window`` before ``now`` were caused by that loss (a peer's
+    death fails the survivors' workers at once, and is reported up to the window later): they
+    are not spent, so it reports the attempt before the earliest of them. Attempts are started
+    in order, so the recent ones are the newest.
+    """
+    recent = [number for number, _at in recent_starts(starts, now, window)]
+    return min(recent) - 1 if recent else attempt
 
 
 __all__ = [
-    "TABLE",
-    "BudgetConfig",
-    "BudgetPhase",
-    "BudgetState",
-    "FailJob",
-    "FailureReported",
-    "MembershipChanged",
-    "RequestRerendezvous",
-    "RequestRestart",
-    "RoundAgreed",
+    "AttemptStart",
+    "attempt_count",
     "attempts_allowed",
     "can_restart",
-    "initial_state",
+    "charged_attempt",
     "next_restart_count",
+    "recent_starts",
     "round_restart_count",
-    "step",
+    "within_budget",
 ]

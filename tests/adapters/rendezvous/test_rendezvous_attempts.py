@@ -139,6 +139,30 @@ def test_the_next_round_carries_the_attempts_into_its_restart_count(
     assert (second.attempt, a.attempt, b.attempt) == (0, 0, 0)
 
 
+@pytest.mark.parametrize(("a_charges", "count_rises"), [(0, False), (None, True)])
+def test_an_attempt_every_member_reports_not_spent_leaves_the_next_count(
+    pair: tuple[DynamicRendezvousHandler, DynamicRendezvousHandler],
+    a_charges: int | None,
+    count_rises: bool,
+) -> None:
+    """Both members re-join after attempt 1 reporting attempt 0 as the last spent (a peer's
+    loss caused attempt 1): the next round's count is the first's. One member reporting every
+    attempt is enough to keep the unit spent (the closer takes the highest report)."""
+    a, b = pair
+    first, _ = _all([a.next_rendezvous, b.next_rendezvous])
+    a.open_attempt("peer closed the connection")
+    b.follow_attempt(1)
+    a.open_next_round("membership")
+    second, _ = _all(
+        [
+            lambda: a.next_rendezvous(reason="membership", charged_attempt=a_charges),
+            lambda: b.next_rendezvous(reason="rejoin", charged_attempt=0),
+        ]
+    )
+    assert second.round == first.round + 1
+    assert second.restart_count == first.restart_count + (1 if count_rises else 0)
+
+
 def test_attempts_need_a_round(server: StoreServer) -> None:
     a = _handler(server.port, "no-round", "a")
     try:

@@ -153,7 +153,9 @@ class RendezvousEffects:
         reason, record.join_reason = record.join_reason, None
         started = clock.now()
         try:
-            joined = self._membership.join(failure=effect.failure, reason=reason)
+            joined = self._membership.join(
+                failure=effect.failure, reason=reason, charged_attempt=effect.charged_attempt
+            )
         except rz.RendezvousClosedError as error:
             self._inbox.put(self._closed_while_joining(str(error)))
             return

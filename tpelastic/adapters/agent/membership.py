@@ -136,11 +136,15 @@ class Membership:
         """The current round, once one completed."""
         return self._joined
 
-    def join(self, *, failure: bool, reason: str | None = None) -> Joined:
+    def join(
+        self, *, failure: bool, reason: str | None = None, charged_attempt: int | None = None
+    ) -> Joined:
         """Join the next round and block until it completes (bounded by the handler's timeouts).
 
         With fixed membership the round is round 0 and this node comes into its newest opened
         attempt (``failure``: it opens the next one first, as a worker failure does in place).
+        ``charged_attempt`` (a peer's loss refunded the last round's newer in-place attempts)
+        goes to a round-aware handler that takes it, as the highest attempt it reports spent.
 
         Raises:
             RendezvousError: any rendezvous failure (closed, timeout, connection, state).
@@ -149,9 +153,10 @@ class Membership:
         self._keys = RunKeys(str(self.handler.get_run_id()))
         if self.round_aware:
             why = reason or ("failure" if failure else None)
-            info = (
-                self.handler.next_rendezvous(reason=why) if why else self.handler.next_rendezvous()
-            )
+            extra: dict[str, Any] = {"reason": why} if why else {}
+            if charged_attempt is not None and self._takes_charged_attempt():
+                extra["charged_attempt"] = charged_attempt
+            info = self.handler.next_rendezvous(**extra)
             round_no = int(getattr(info, "round", 0))
             restarts = int(getattr(info, "restart_count", 0))
             store = info.store
@@ -178,6 +183,17 @@ class Membership:
         )
         self._joined = Joined(facts=facts, store=store)
         return self._joined
+
+    def _takes_charged_attempt(self) -> bool:
+        """Does the handler's ``next_rendezvous`` take ``charged_attempt`` (ours does; a
+        third-party handler that restarts in place may not)? Asked only for a refund."""
+        import inspect
+
+        try:
+            params = inspect.signature(self.handler.next_rendezvous).parameters
+        except (TypeError, ValueError):
+            return False
+        return self.in_place and "charged_attempt" in params
 
     def _newest_attempt(self, store: Any) -> int:
         assert self._keys is not None

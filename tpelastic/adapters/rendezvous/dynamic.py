@@ -250,7 +250,9 @@ class DynamicRendezvousHandler(RendezvousHandler):
         """The last round this node completed, or None before the first."""
         return self._joined.result if self._joined else None
 
-    def next_rendezvous(self, *, reason: str | None = None) -> DynamicRendezvousInfo:
+    def next_rendezvous(
+        self, *, reason: str | None = None, charged_attempt: int | None = None
+    ) -> DynamicRendezvousInfo:
         """Join the forming round and block until it completes (at most ``join_timeout``).
 
         Args:
@@ -258,6 +260,9 @@ class DynamicRendezvousHandler(RendezvousHandler):
                 later calls), ``failure`` (this node's workers failed: one restart is counted),
                 ``scale_up`` (opening the round for waiting nodes) or ``membership`` (a peer
                 left or died). The last three end the current world for every member.
+            charged_attempt: the highest in-place attempt of the last round to report as spent
+                (the agent found the newer ones caused by a peer's loss); None: every attempt
+                this node ran or saw opened.
 
         Raises:
             RendezvousClosedError: the rendezvous is closed.
@@ -285,7 +290,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
             from_round=previous.result.round_no if previous else None,
             reason=reason,
             # The attempts spent in our last round: its closer carries them into the new count.
-            attempt=member.carried_attempt(self._member, self._attempt),
+            attempt=self._spent_attempts(charged_attempt),
             clock=self._clock,
             # A join that loses the store resumes the node's place only while its own
             # heartbeats held: otherwise a peer may already have found it dead.
@@ -295,6 +300,10 @@ class DynamicRendezvousHandler(RendezvousHandler):
         self._member = member.member_state(self._keys, self.node_id, joined.result)
         self._attempt = 0
         return self._info(joined)
+
+    def _spent_attempts(self, charged: int | None) -> int:
+        attempts = member.carried_attempt(self._member, self._attempt)
+        return attempts if charged is None else min(attempts, charged)
 
     def is_closed(self) -> bool:
         """Whether the rendezvous is closed (one store read until it is).

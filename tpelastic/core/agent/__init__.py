@@ -7,6 +7,7 @@ effects; ``table`` every row with its guards and actions. Import from here.
 from tpelastic.core.agent.events import (
     AGENT_EFFECTS,
     AGENT_EVENTS,
+    PEER_LOST,
     AgentEventT,
     AgentStarted,
     AttemptOpened,
@@ -54,6 +55,7 @@ __all__ = [
     "EXIT_SIGNAL_BASE",
     "EXIT_USAGE",
     "EXIT_WORKERS_FAILED",
+    "PEER_LOST",
     "TABLE",
     "AgentConfig",
     "AgentEventT",

@@ -20,7 +20,8 @@ from tpelastic.core.agent.states import (
     AgentState,
 )
 from tpelastic.core.group_values import WorkerFailure
-from tpelastic.core.values import Emit
+from tpelastic.core.restart_budget import charged_attempt, recent_starts
+from tpelastic.core.values import Emit, Instant
 
 Out = tuple[AgentState, tuple[object, ...]]
 
@@ -47,6 +48,7 @@ def start_workers(state: AgentState, event: ev.RoundCompleted, config: AgentConf
         group_world_size=event.group_world_size,
         restart_count=event.restart_count,
         attempt=event.attempt,
+        attempt_starts=(),
     )
     start = ev.StartWorkers(
         round=event.round,
@@ -133,10 +135,15 @@ def restart_after_failure(state: AgentState, event: FailureEvent, config: AgentC
     return evolve(state, last_failure=reason), effects
 
 
-def _restart_as(state: AgentState, attempt: int, reason: str) -> tuple[AgentState, object]:
-    """The state and StartWorkers of ``attempt`` of this node's round (same ranks and world)."""
+def _restart_as(
+    state: AgentState, attempt: int, now: Instant, config: AgentConfig
+) -> tuple[AgentState, object]:
+    """The state and StartWorkers of ``attempt`` of this node's round (same ranks and world),
+    started at ``now``: a peer's loss within the collateral window refunds it."""
     count = count_at_attempt(state, attempt)
-    new = evolve(state, attempt=attempt, restart_count=count)
+    window = config.collateral_window
+    starts = (*recent_starts(state.attempt_starts, now, window), (attempt, now)) if window else ()
+    new = evolve(state, attempt=attempt, restart_count=count, attempt_starts=starts)
     start = ev.StartWorkers(
         round=state.round,
         group_rank=state.group_rank,
@@ -151,7 +158,7 @@ def _restart_as(state: AgentState, attempt: int, reason: str) -> tuple[AgentStat
 def restart_in_place(state: AgentState, event: FailureEvent, config: AgentConfig) -> Out:
     reason = _describe(_failures(state, event))
     attempt = state.attempt + 1
-    new, start = _restart_as(state, attempt, reason)
+    new, start = _restart_as(state, attempt, event.now, config)
     effects = (
         ev.StopWorkers(reason=reason),
         ev.OpenAttempt(round=state.round, attempt=attempt, reason=reason),
@@ -162,7 +169,7 @@ def restart_in_place(state: AgentState, event: FailureEvent, config: AgentConfig
 
 def follow_attempt(state: AgentState, event: ev.AttemptOpened, config: AgentConfig) -> Out:
     reason = f"round {event.round} attempt {event.attempt} opened: {event.reason}"
-    new, start = _restart_as(state, event.attempt, reason)
+    new, start = _restart_as(state, event.attempt, event.now, config)
     return new, (ev.StopWorkers(reason=reason), start)
 
 
@@ -222,8 +229,25 @@ def scale_up(state: AgentState, event: ev.NodesWaiting, config: AgentConfig) -> 
 
 def rejoin(state: AgentState, event: ev.NextRoundOpened, config: AgentConfig) -> Out:
     reason = f"round {event.round} opened: {event.reason}"
-    new = evolve(state, held_until=None)
-    return new, (*_stop_if_running(state, reason), ev.JoinRendezvous(failure=False))
+    stop = _stop_if_running(state, reason)
+    charged = state.attempt
+    if event.reason == ev.PEER_LOST:
+        charged = charged_attempt(
+            state.attempt, state.attempt_starts, event.now, config.collateral_window
+        )
+    if charged == state.attempt:
+        return evolve(state, held_until=None), (*stop, ev.JoinRendezvous(failure=False))
+    # The survivors' workers failed on the lost peer before its loss was reported: the
+    # attempts that started since are a membership change, and the next round leaves them out.
+    count = count_at_attempt(state, charged)
+    refunded = state.attempt - charged
+    note = (
+        f"a peer's loss caused the last {refunded} restart(s) of round {state.round}: "
+        f"not charged (restart count {state.restart_count} -> {count})"
+    )
+    warning = Emit(name="agent.warning", fields=(("reason", note), ("round", state.round)))
+    new = evolve(state, held_until=None, attempt=charged, restart_count=count, attempt_starts=())
+    return new, (*stop, warning, ev.JoinRendezvous(failure=False, charged_attempt=charged))
 
 
 def fence(state: AgentState, event: ev.KeepAliveLapsed, config: AgentConfig) -> Out:

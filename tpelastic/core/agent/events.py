@@ -16,6 +16,8 @@ from tpelastic.core.group_values import WorkerFailure
 from tpelastic.core.values import Duration, Instant, value_eq, value_hash, value_repr
 
 Outcome = Literal["succeeded", "failed"]
+# The reason a round is opened for when a member is gone (found dead, left, or fenced itself).
+PEER_LOST = "membership"
 RendezvousFailureKind = Literal["timeout", "closed", "connection", "corrupt"]
 
 # -- events ------------------------------------------------------------------------------------
@@ -115,7 +117,8 @@ class NodesWaiting:
 
 @frozen(kw_only=True)
 class NextRoundOpened:
-    """A peer opened round ``round``: this node is fenced out of the world it is in."""
+    """A peer opened round ``round``: this node is fenced out of the world it is in.
+    ``reason`` is the opener's: :data:`PEER_LOST` when a peer died, left or was fenced."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -252,13 +255,21 @@ AGENT_EVENTS: tuple[type, ...] = (
 
 @frozen(kw_only=True)
 class JoinRendezvous:
-    """Join the next round; ``failure`` reports a worker failure (the round spends one unit)."""
+    """Join the next round; ``failure`` reports a worker failure (the round spends one unit).
+
+    ``charged_attempt``: the highest in-place attempt of the last round this join reports as
+    spent, when a peer's loss refunded the newer ones; None: every attempt the node ran or saw
+    opened (the rendezvous knows them).
+    """
 
     __repr__ = value_repr
     __eq__ = value_eq
     __hash__ = value_hash
 
     failure: bool
+    charged_attempt: int | None = field(
+        default=None, validator=validators.optional(validators.ge(0))
+    )
 
 
 @frozen(kw_only=True)
@@ -392,6 +403,7 @@ __all__ = [
     "NextRoundOpened",
     "NodesWaiting",
     "OpenAttempt",
+    "PEER_LOST",
     "OpenNextRound",
     "Outcome",
     "RendezvousClosed",

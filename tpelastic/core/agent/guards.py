@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tpelastic.core.agent import events as ev
 from tpelastic.core.agent.states import AgentConfig, AgentState
-from tpelastic.core.restart_count import can_restart
+from tpelastic.core.restart_budget import attempt_count, can_restart, within_budget
 
 FailureEvent = ev.WorkersFailed | ev.WorkerStuck
 
@@ -20,13 +20,13 @@ def _round_shape_ok(state: AgentState, event: ev.RoundCompleted, config: AgentCo
 
 def round_fits(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> bool:
     """Is the round newer, well formed, and within the restart budget?"""
-    in_budget = event.restart_count <= config.max_restarts
+    in_budget = within_budget(event.restart_count, config.max_restarts)
     return _round_shape_ok(state, event, config) and in_budget
 
 
 def round_over_budget(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> bool:
     """Is the round newer and well formed but its restart count past max_restarts?"""
-    over = event.restart_count > config.max_restarts
+    over = not within_budget(event.restart_count, config.max_restarts)
     return _round_shape_ok(state, event, config) and over
 
 
@@ -95,7 +95,7 @@ def count_at_attempt(state: AgentState, attempt: int) -> int:
     """The job-wide restart count of ``attempt`` of this node's round: the round's + attempt
     (the agent's view of ``core.rendezvous.attempts.attempt_restart_count``: it knows its own
     count and attempt, not the round's result)."""
-    return state.restart_count - state.attempt + attempt
+    return attempt_count(state.restart_count, state.attempt, attempt)
 
 
 def _newer_attempt(state: AgentState, event: ev.AttemptOpened) -> bool:
@@ -104,13 +104,13 @@ def _newer_attempt(state: AgentState, event: ev.AttemptOpened) -> bool:
 
 def attempt_fits(state: AgentState, event: ev.AttemptOpened, config: AgentConfig) -> bool:
     """Is it a newer attempt of this node's round, its restart count within max_restarts?"""
-    in_budget = count_at_attempt(state, event.attempt) <= config.max_restarts
+    in_budget = within_budget(count_at_attempt(state, event.attempt), config.max_restarts)
     return _newer_attempt(state, event) and in_budget
 
 
 def attempt_over_budget(state: AgentState, event: ev.AttemptOpened, config: AgentConfig) -> bool:
     """Is it a newer attempt of this node's round whose restart count is past max_restarts?"""
-    over = count_at_attempt(state, event.attempt) > config.max_restarts
+    over = not within_budget(count_at_attempt(state, event.attempt), config.max_restarts)
     return _newer_attempt(state, event) and over
 
 

@@ -56,7 +56,7 @@ class AgentConfig:
     # How long after a worker failure a peer's loss (a peer found dead or gone, the round
     # superseded) still counts as its cause: the latest a ring predecessor reports a peer that
     # died at the failure, plus a margin (the adapter derives it from the heartbeat). 0: never
-    # held.
+    # held, never refunded.
     collateral_window: float = field(default=0.0, validator=validators.ge(0.0))
 
 
@@ -80,6 +80,9 @@ class AgentState:
     last_failure: str | None = None  # why the last attempt ended badly, if it did
     # HOLDING only: until when a peer's loss may still explain the held failure.
     held_until: float | None = None
+    # The in-place attempts of this round this node started, with when (its clock): a peer's
+    # loss within the collateral window of one caused it, so it is not charged.
+    attempt_starts: tuple[tuple[int, float], ...] = ()
     exit_code: int | None = None  # set exactly when the phase is terminal
 
 

@@ -16,7 +16,9 @@ actions in actions.py, all pure. Rules the rows keep:
 * A membership change (nodes waiting, a peer opening the next round) re-joins without a report,
   so it spends nothing. A worker failure with the budget spent in a world with peers is held
   (workers stopped) for the collateral window: a peer's loss reported meanwhile makes it a
-  membership change; otherwise the job fails as before.
+  membership change; otherwise the job fails. With budget left it restarts at once, and a
+  peer's loss within the window of an in-place attempt's start refunds that attempt: the
+  re-join reports it as not spent (``charged_attempt``).
 * A lapsed keep-alive fences the node (stop its workers, end the world) and re-joins: fencing
   is not failing, and it spends no budget.
 * A signal leaves the rendezvous gracefully and never closes it for the others.
@@ -283,9 +285,12 @@ TABLE = build_table(
         "reporting the failure and the next round spends the unit. Without budget it "
         "fails the job and closes the rendezvous, but in a world with peers it first holds "
         "the failure (HOLDING, workers stopped) for the collateral window: a peer lost "
-        "meanwhile makes it a membership change; a membership change re-joins without "
-        "spending; a lapsed keep-alive fences the node's workers and re-joins (no budget); a "
-        "signal leaves gracefully and never closes the rendezvous. Exit codes: 0 "
+        "meanwhile makes it a membership change. With budget left the restart is not "
+        "delayed; a peer's loss (`NextRoundOpened`, reason `membership`) within the "
+        "collateral window of an in-place attempt's start refunds it: the re-join reports "
+        "it as not spent (`JoinRendezvous.charged_attempt`). A membership change re-joins "
+        "without spending; a lapsed keep-alive fences the node's workers and re-joins (no "
+        "budget); a signal leaves gracefully and never closes the rendezvous. Exit codes: 0 "
         "succeeded, 1 workers failed with no budget left (or the job failed elsewhere), 3 "
         "rendezvous failed, 128+signum interrupted by that signal."
     ),

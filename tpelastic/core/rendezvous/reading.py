@@ -26,7 +26,7 @@ from tpelastic.core.rendezvous.records import (
     decode_result,
 )
 from tpelastic.core.rendezvous.state import JoinState
-from tpelastic.core.restart_count import next_restart_count, round_restart_count
+from tpelastic.core.restart_budget import next_restart_count, round_restart_count
 from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
 
 # Nodes may arrive at a round after it is full (they wait for the next); more than this many
