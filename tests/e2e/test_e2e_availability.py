@@ -86,9 +86,9 @@ def test_A15_a_node_lost_with_budget_left_spends_nothing(tmp_path: Path, out: Pa
     world alone with the restart count unchanged, and the budget is still there."""
     port = free_port()
     work = ("--out", str(out), "--train-for", "6")
-    # B's death is reported ~3 s after it (3 missed 1 s heartbeats): A's workers fail on the
-    # lost peer well before that, and the report lands within the 5.5 s collateral window.
-    slow = FAST.replace("keep_alive_interval=0.3", "keep_alive_interval=1")
+    # B's death is reported ~6 s after it (3 missed 2 s heartbeats): A's workers fail on the
+    # lost peer well before that, and the report lands within the 10.5 s collateral window.
+    slow = FAST.replace("keep_alive_interval=0.3", "keep_alive_interval=2")
 
     def start(name: str, host: int) -> subprocess.Popen[bytes]:
         log, conf = tmp_path / f"{name}.log", f",is_host={host}"

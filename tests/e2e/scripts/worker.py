@@ -76,7 +76,13 @@ def main() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     until = time.monotonic() + args.train_for
     while time.monotonic() < until:
-        dist.all_reduce(tp.tensor([1.0]))
+        try:
+            dist.all_reduce(tp.tensor([1.0]))
+        except RuntimeError as error:
+            # A lost peer: exit at once, as training code that fails there does, without the
+            # interpreter's teardown (seconds on a loaded machine) in the agent's way.
+            print(f"worker rank {rank}: {error}", file=sys.stderr, flush=True)
+            os._exit(1)
         time.sleep(0.05)
     deadline = time.monotonic() + (60.0 if args.hold_unless_world else args.hold)
     while time.monotonic() < deadline and world != args.hold_unless_world:
