@@ -209,7 +209,10 @@ def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> V
     new = _evolve_status(state, arrivals, pending, seen, liveness, reached)
     last_call_over = reached is not None and now >= reached + config.last_call_timeout
     full = arrivals >= config.max_nodes
-    if not pending and arrivals >= config.min_nodes and (full or last_call_over):
+    # A round after another needs no last call once every member of that one is accounted for:
+    # the last call is for nodes still starting up, and a later arrival opens the next round.
+    everyone = state.previous is not None
+    if not pending and arrivals >= config.min_nodes and (full or everyone or last_call_over):
         return Verdict(kind="close", state=new)
     if now >= state.deadline:
         return Verdict(kind="timeout", detail=_timeout_detail(new, config), state=new)
