@@ -132,6 +132,8 @@ def test_M3_the_keep_alive_lapses_at_timeout_minus_interval(
     lapsed = now - (now - age) >= timeout - interval
     assert [type(e) for e in effects] == ([ag.KeepAliveLapsed] if lapsed else [])
     assert mb.step(mb.MemberState(), read, mb.MemberConfig()).effects == ()
+    host = mb.MemberConfig(heartbeat_timeout=timeout, heartbeat_interval=interval, hosts_store=True)
+    assert mb.step(mb.MemberState(), read, host).effects == ()
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ It decides
   store), counted from the last look that worked;
 * when the node's own keep-alive has lapsed, so it must fence itself: the last heartbeat that
   landed is ``heartbeat_timeout - heartbeat_interval`` old (a peer may find it dead one interval
-  later);
+  later), unless the node hosts the store (its lapse is the store's too: see ``lapsed``);
 * what a join that found the run closed means: the close's outcome when a look can read it, else
   a failed rendezvous of kind ``closed``.
 
@@ -48,6 +48,9 @@ class MemberConfig:
     heartbeat_timeout: Duration | None = field(default=None)
     heartbeat_interval: Duration | None = field(default=None)
     looks_lost: int = field(default=3, validator=validators.ge(1))
+    # The store's server runs in this node's process: a beat of it that could not land means
+    # the store answered nobody either, so no peer could time it meanwhile (see ``lapsed``).
+    hosts_store: bool = False
 
 
 @frozen(kw_only=True)
@@ -172,9 +175,13 @@ def looks_lost(state: MemberState, event: LookFailed, config: MemberConfig) -> b
 
 
 def lapsed(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> bool:
-    """Has this node's keep-alive lapsed (see :func:`keep_alive_lapsed`)?"""
+    """Has this node's keep-alive lapsed (see :func:`keep_alive_lapsed`)? Never for the node
+    that hosts the store: its beats go to its own process, so a lapse is that process paused
+    or starved, store included, and peers (whose looks then wait) restart their clocks when it
+    answers again; a peer that did find it dead has opened the next round, which its next look
+    sees. Fencing would end a world that trained on meanwhile."""
     timeout, interval = config.heartbeat_timeout, config.heartbeat_interval
-    if timeout is None or interval is None:
+    if timeout is None or interval is None or config.hosts_store:
         return False
     return keep_alive_lapsed(event.now, event.last_beat, timeout, interval)
 

@@ -327,7 +327,11 @@ class Membership:
         timeout, interval = self._heartbeat()
         if not self.round_aware or not timeout or not interval:
             return MemberConfig()
-        return MemberConfig(heartbeat_timeout=timeout, heartbeat_interval=interval)
+        return MemberConfig(
+            heartbeat_timeout=timeout,
+            heartbeat_interval=interval,
+            hosts_store=self.hosts_store,
+        )
 
     def last_beat(self) -> float | None:
         """When this node's last heartbeat landed (monotonic), None without a keep-alive. A

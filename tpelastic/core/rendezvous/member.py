@@ -86,6 +86,7 @@ class MemberState:
     arrivals_seen: bool = False
     closed: bool = False  # a look saw the close, or this node closed
     successor: str | None = None  # judged by the look that is out
+    asked_at: Instant | None = None  # when the look that is out was asked
     seen: RoundWatch | None = None  # what the look saw, while its report is out
     # Closing: the outcome to write, the first round probed and the one probed now.
     close: tuple[str, str] | None = None
@@ -441,7 +442,7 @@ def successor_dead(state: MemberState, event: LookRead, config: RendezvousConfig
         return False
     if config.leased_liveness:
         return not event.beat_present
-    tracker = state.liveness.observe(state.successor, event.beat, event.now)
+    tracker = _sighted(state, event, config)
     return tracker.is_dead(state.successor, event.now, config.heartbeat_timeout)
 
 
@@ -465,6 +466,22 @@ def probe_behind(state: MemberState, event: ResultsProbed, config: RendezvousCon
     return not event.previous and not event.current
 
 
+def store_was_silent(state: MemberState, event: LookRead, config: RendezvousConfig) -> bool:
+    """Did the look wait a heartbeat interval or more for its answer? The store did not answer
+    meanwhile (its process paused, or unreachable from here), so no beat this member could see
+    landed: the time says nothing about the successor."""
+    asked = state.asked_at
+    return asked is not None and event.now - asked >= config.heartbeat_interval
+
+
+def _sighted(state: MemberState, event: LookRead, config: RendezvousConfig) -> LivenessTracker:
+    """The tracker with this look's sighting of the successor; its clock starts again after a
+    silent store (a store host paused for seconds is not dead, nor are the beats it held up)."""
+    assert state.successor is not None
+    tracker = LivenessTracker() if store_was_silent(state, event, config) else state.liveness
+    return tracker.observe(state.successor, event.beat, event.now)
+
+
 # -- actions -----------------------------------------------------------------------------------
 
 Out = tuple[MemberState, tuple[object, ...]]
@@ -473,12 +490,12 @@ Out = tuple[MemberState, tuple[object, ...]]
 def look(state: MemberState, event: LookRequested, config: RendezvousConfig) -> Out:
     assert state.result is not None
     successor = membership.ring_successor(state.result, state.node)
-    new = evolve(state, attempt=event.attempt, successor=successor, seen=None)
+    new = evolve(state, attempt=event.attempt, successor=successor, seen=None, asked_at=event.now)
     return new, (StoreOps(look_ops(state, event.attempt)),)
 
 
 def _after_look(state: MemberState, watch: RoundWatch) -> MemberState:
-    changes: dict[str, object] = {"seen": None, "successor": None}
+    changes: dict[str, object] = {"seen": None, "successor": None, "asked_at": None}
     if watch.waiting > 0:
         changes["arrivals_seen"] = True
     if watch.next_attempt is not None:
@@ -491,7 +508,7 @@ def _after_look(state: MemberState, watch: RoundWatch) -> MemberState:
 def answer(state: MemberState, event: LookRead, config: RendezvousConfig) -> Out:
     liveness = state.liveness
     if state.successor is not None and not config.leased_liveness:
-        liveness = liveness.observe(state.successor, event.beat, event.now)
+        liveness = _sighted(state, event, config)
     new = evolve(_after_look(state, event.watch), liveness=liveness)
     return new, (Looked(watch=event.watch),)
 
