@@ -157,7 +157,8 @@ def run_all(
                 flush=True,
             )
             for mark in result["timeline"]:  # type: ignore[union-attr]
-                print(f"  {mark['fault']:11} {mark['phases']} trained on {mark['held']}")
+                how = "trained through" if mark["through"] else f"old world on {mark['held']}"
+                print(f"  {mark['fault']:11} {mark['phases']} {how}")
             write(args.out, meta, results)
 
 

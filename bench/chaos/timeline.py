@@ -14,8 +14,9 @@ their own, so their agent phases stay empty) and the workers' lines, per fault:
 
 A phase whose mark is missing (or out of order, e.g. a line of an earlier round) is None; the
 next present mark is then measured from the last present one, so the phases always add up to
-the recovery. ``held`` is how long the world trained on after the fault (its last step before
-the settled world), which tells a fault the job trained through from one it stopped for.
+the recovery. ``through``: the settled world is the one that trained before the fault (the job
+trained through it: the whole recovery is "stepping"); otherwise ``held`` is how long the world
+before it still completed steps after the fault.
 """
 
 from __future__ import annotations
@@ -93,11 +94,13 @@ def fault_timeline(
     world, overlapped = settled_world(found, t, t_next, joining)
     marks: dict[str, float] = dict.fromkeys(PHASES, float("nan"))
     held = None
+    through = False
     if world is not None:
         ready = ready_after(world, t)
         assert ready is not None
         files = [f for f in world.files if f in starts]
         first_in_world = min(world.first_by_rank.values())
+        through = first_in_world < t
         others = [w for w in found.values() if w is not world]
         before = [s for w in others for steps in w.steps_by_rank.values() for s in steps]
         held = max((s - t for s in before if t < s < first_in_world), default=0.0)
@@ -122,7 +125,8 @@ def fault_timeline(
         "node": fault.get("node", ""),
         "world": None if world is None else world.id,
         "overlapped": overlapped,
-        "held": None if held is None else round(held, 3),
+        "through": through,
+        "held": None if held is None or through else round(held, 3),
         "phases": phases,
     }
 
@@ -155,7 +159,7 @@ def breakdown(results: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str
         ]
         if not rows:
             continue
-        entry: dict[str, Any] = {"n": len(rows)}
+        entry: dict[str, Any] = {"n": len(rows), "through": sum(x["through"] for x in rows)}
         for name in (*PHASES, "held"):
             values = [
                 x["held"] if name == "held" else x["phases"][name]
@@ -171,7 +175,7 @@ def breakdown(results: list[dict[str, Any]], kinds: tuple[str, ...]) -> dict[str
 def table(breakdowns: dict[str, dict[str, Any]]) -> str:
     """One table per launcher: median seconds of each phase, per fault kind."""
     parts = []
-    head = ["fault (n)", *(f"→ {p}" for p in PHASES), "trained on"]
+    head = ["fault (n)", *(f"→ {p}" for p in PHASES), "old world trained on", "trained through"]
     for launcher, kinds in breakdowns.items():
         rows = [f"{launcher}: median s per phase (n seen), faults not overlapped by the next", ""]
         rows.append("| " + " | ".join(head) + " |")
@@ -181,6 +185,7 @@ def table(breakdowns: dict[str, dict[str, Any]]) -> str:
             for name in (*PHASES, "held"):
                 value, n = entry[name], entry[f"{name}_n"]
                 cells.append("-" if value is None else f"{value:g} ({n})")
+            cells.append(str(entry["through"]))
             rows.append("| " + " | ".join(cells) + " |")
         parts.append("\n".join(rows))
     return "\n\n".join(parts)

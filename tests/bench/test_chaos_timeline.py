@@ -67,6 +67,7 @@ def test_a_worker_kill_is_cut_into_the_phases_that_add_up_to_its_recovery(tmp_pa
     took, _ = checks.recovery(checks.worlds(lines), 10.0, float("inf"))
     assert took is not None and abs(sum(mark["phases"].values()) - took) < 1e-6
     assert mark["held"] == 0.0  # world a's last step (9.0) came before the fault
+    assert not mark["through"]
 
 
 def test_missing_marks_are_none_and_the_breakdown_leaves_overlapped_faults_out(
@@ -82,4 +83,17 @@ def test_missing_marks_are_none_and_the_breakdown_leaves_overlapped_faults_out(
     table = timeline.breakdown([{"timeline": [mark, overlapped]}], ("kill-worker", "kill-node"))
     assert set(table) == {"kill-worker"}
     assert table["kill-worker"]["n"] == 1 and table["kill-worker"]["spawned"] == 1.0
-    assert "| kill-worker (1) | - | - | - | 1 (1) | 1.3 (1) |" in timeline.table({"x": table})
+    assert "| kill-worker (1) | - | - | - | 1 (1) | 1.3 (1) | 0.23 (1) | 0 (1) | 0 |" in (
+        timeline.table({"x": table})
+    )
+
+
+def test_a_fault_the_world_trains_through_is_all_stepping(tmp_path: Path) -> None:
+    write_episode(tmp_path)
+    lines = checks.read_lines(tmp_path / "lines")
+    pause = {"fault": "stop-host", "t": 5.0, "node": "n0"}
+    kill = {"fault": "kill-worker", "t": 10.0, "node": "n0"}
+    marks = timeline.timelines(lines, [pause, kill], checks.worlds(lines), agents=[])
+    assert marks[0]["world"] == "a" and marks[0]["through"] and marks[0]["held"] is None
+    assert marks[0]["phases"]["stepping"] == 4.0  # world a's next step, at 9.0
+    assert marks[1]["world"] == "b" and not marks[1]["through"]
