@@ -8,6 +8,7 @@ their own, so their agent phases stay empty) and the workers' lines, per fault:
              -> opened     a round or in-place attempt opened (or this node re-joins)
              -> formed     the last agent of the settled world says it starts its workers
              -> spawned    the last worker process of that world started (its first line)
+             -> imported   the last of them imported its framework (tensorplay or torch)
              -> joined     the last rank of it has its process group (RESUME: init_process_group
                            and the state shared from rank 0)
              -> stepping   every rank of it has completed a step after the fault (recovery)
@@ -36,7 +37,7 @@ OBSERVED = re.compile(
 )
 OPENED = re.compile(r"round \d+ opened|attempt \d+ opened|restarting in place|joining the next")
 FORMED = re.compile(r"starting \d+ worker\(s\)")
-PHASES = ("observed", "opened", "formed", "spawned", "joined", "stepping")
+PHASES = ("observed", "opened", "formed", "spawned", "imported", "joined", "stepping")
 
 
 def agent_lines(folder: Path, wall_minus_mono: float) -> list[dict[str, Any]]:
@@ -87,8 +88,10 @@ def fault_timeline(
     found: dict[str, World],
     starts: dict[str, float],
     agents: list[dict[str, Any]],
+    imports: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The marks and phases of one injected fault (``t`` on the harness' clock)."""
+    imports = imports or {}
     t = fault["t"]
     joining = fault["node"] if fault["fault"] == "new-node" else ""
     world, overlapped = settled_world(found, t, t_next, joining)
@@ -108,6 +111,8 @@ def fault_timeline(
         marks["opened"] = _first(agents, OPENED, t, ready)
         marks["formed"] = _formed(agents, world, starts)
         marks["spawned"] = max(starts[f] for f in files) if files else float("nan")
+        done = [imports[f] for f in world.files if f in imports]
+        marks["imported"] = max(done) if len(done) == len(world.files) else float("nan")
         joined = world.joined_by_rank
         marks["joined"] = max(joined.values()) if len(joined) == world.size else float("nan")
         marks["stepping"] = ready
@@ -138,11 +143,12 @@ def timelines(
     agents: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
     starts = {line["file"]: line["t"] for line in lines if line["kind"] == "START"}
+    imports = {line["file"]: line["t"] for line in lines if line["kind"] == "IMPORTED"}
     faults = [f for f in injected if "t" in f]
     out = []
     for i, fault in enumerate(faults):
         t_next = faults[i + 1]["t"] if i + 1 < len(faults) else float("inf")
-        out.append(fault_timeline(fault, t_next, found, starts, agents))
+        out.append(fault_timeline(fault, t_next, found, starts, agents, imports))
     return out
 
 

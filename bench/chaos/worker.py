@@ -7,6 +7,7 @@ worker appends its own lines to a file of its own, with monotonic timestamps (on
 process on the machine), so the harness can tell which world trained when:
 
     START t=... node=n1 pid=... restart=0
+    IMPORTED t=... node=n1 pid=...
     RESUME t=... world=<id> size=6 rank=0 step=40
     STEP t=... world=<id> size=6 rank=0 node=n1 restart=0 step=41
     CKPT t=... step=45
@@ -82,6 +83,7 @@ def main() -> None:
     else:
         import tensorplay as tp  # type: ignore[no-redef]
         import tensorplay.distributed as dist  # type: ignore[no-redef]
+    line(f"IMPORTED node={node} pid={os.getpid()}")
 
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))
     rank, size = dist.get_rank(), dist.get_world_size()

@@ -42,6 +42,7 @@ def write_episode(folder: Path) -> None:
         old += [f"STEP t={t}.0 world=a size=4 rank={rank} node={node} step={t}" for t in (2, 9)]
         (folder / "lines" / f"{node}_pid{rank}.log").write_text("\n".join(old) + "\n")
         new = [f"START t={10.7 + rank * 0.1:.1f} node={node} pid={10 + rank} restart=1"]
+        new.append(f"IMPORTED t={11.5 + rank * 0.1:.1f} node={node} pid={10 + rank}")
         new.append(f"RESUME t={12.0 + rank * 0.1:.1f} world=b size=4 rank={rank} step=5")
         new.append(f"STEP t={12.5 + rank * 0.01:.2f} world=b size=4 rank={rank} node={node} step=6")
         (folder / "lines" / f"{node}_pid{10 + rank}.log").write_text("\n".join(new) + "\n")
@@ -61,7 +62,8 @@ def test_a_worker_kill_is_cut_into_the_phases_that_add_up_to_its_recovery(tmp_pa
         "opened": 0.1,  # n0 opened the attempt
         "formed": 0.3,  # n1, the last agent, starts its workers at 10.6
         "spawned": 0.4,  # the last worker started at 11.0
-        "joined": 1.3,  # the last rank had its group at 12.3
+        "imported": 0.8,  # the last one had imported tensorplay at 11.8
+        "joined": 0.5,  # the last rank had its group at 12.3
         "stepping": 0.23,  # every rank stepped by 12.53
     }
     took, _ = checks.recovery(checks.worlds(lines), 10.0, float("inf"))
@@ -83,7 +85,7 @@ def test_missing_marks_are_none_and_the_breakdown_leaves_overlapped_faults_out(
     table = timeline.breakdown([{"timeline": [mark, overlapped]}], ("kill-worker", "kill-node"))
     assert set(table) == {"kill-worker"}
     assert table["kill-worker"]["n"] == 1 and table["kill-worker"]["spawned"] == 1.0
-    assert "| kill-worker (1) | - | - | - | 1 (1) | 1.3 (1) | 0.23 (1) | 0 (1) | 0 |" in (
+    assert "| kill-worker (1) | - | - | - | 1 (1) | 0.8 (1) | 0.5 (1) | 0.23 (1) | 0 (1) | 0 |" in (
         timeline.table({"x": table})
     )
 
