@@ -398,6 +398,8 @@ class SimpleElasticAgent(ElasticAgent):
         result = self._wait_workers(self._spec.monitor_interval)
         now = self._clock.now()
         if result is not None:
+            if result.is_failed() and self._world_ended(now):
+                return None
             return self._workers_ended(result, now)
         stall = self._obs.stuck(now, self._live_local_ranks)
         if stall is not None:
@@ -424,6 +426,19 @@ class SimpleElasticAgent(ElasticAgent):
         finally:
             if woken and watcher is not None:
                 watcher.resume()
+
+    def _world_ended(self, now: float) -> bool:
+        """Look before a worker failure is reported: when the world already ended (the next
+        round or attempt opened, the run closed; e.g. peers found this node dead while it was
+        paused), that end is fed to the core and the failure, its doing, goes with that world:
+        no budget unit. False: the world stands, and the failure is the job's."""
+        seen = self._look(now, running=True)
+        ended = isinstance(seen, members.LookDone) and (
+            seen.closed is not None or seen.next_opened is not None or seen.next_attempt is not None
+        )
+        if ended:
+            self._feed(seen)
+        return ended
 
     def _observe_hold(self) -> Any:
         """A held failure: keep looking (a look also times the ring successor, whose loss is

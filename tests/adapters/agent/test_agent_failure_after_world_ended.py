@@ -1,0 +1,105 @@
+"""A worker failure that the agent sees only after its world ended is no budget unit.
+
+Over our TCPStore with two real DynamicRendezvousHandlers: agent A (the run loop, its workers
+stand-ins that report what they are told) trains with peer B; B opens the next round (as a peer
+that found A dead during a pause of A would), and only then does A see its workers fail (as they
+do once B's are gone). A must re-join the next round, spending nothing, rather than restart its
+round in place and charge the failure to the budget.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tpelastic.adapters.agent.loop import SimpleElasticAgent
+from tpelastic.adapters.agent.spec import WorkerSpec
+from tpelastic.adapters.stores.tcp_client import connect
+from tpelastic.adapters.stores.tcp_server import StoreServer
+from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
+from tpelastic.core.rendezvous.config import RendezvousConfig
+from tpelastic.rendezvous import DynamicRendezvousHandler, P10dRendezvousBackend
+
+CONFIG = RendezvousConfig(
+    min_nodes=2,
+    max_nodes=2,
+    join_timeout=20.0,
+    last_call_timeout=0.3,
+    heartbeat_interval=0.3,
+    heartbeat_timeout=10.0,  # nobody is found dead here: B opens the round itself
+)
+
+
+@pytest.fixture
+def server() -> Iterator[StoreServer]:
+    served = StoreServer("127.0.0.1", 0).start()
+    yield served
+    served.stop()
+
+
+def handler(port: int, node: str) -> DynamicRendezvousHandler:
+    store = P10dRendezvousBackend(connect("127.0.0.1", port, timeout=5.0))
+    return DynamicRendezvousHandler(
+        "ended", store, CONFIG, backend_name="tcp", node_id=node, local_addr="127.0.0.1"
+    )
+
+
+class StandInWorkers(SimpleElasticAgent):
+    """The first attempt's workers fail once the world has ended; later ones succeed."""
+
+    def __init__(self, spec: WorkerSpec, world_ended: threading.Event) -> None:
+        super().__init__(spec)
+        self.world_ended = world_ended
+        self.started: list[tuple[str, str]] = []  # (attempt, restart count)
+        self.first_started = threading.Event()
+
+    def _start_workers(self, envs: dict[int, dict[str, str]], attempt: str) -> None:
+        self.started.append((attempt, envs[0]["TPELASTIC_RESTART_COUNT"]))
+        self.first_started.set()
+
+    def _stop_workers(self, reason: str) -> None:
+        pass
+
+    def _wait_workers(self, timeout: float) -> RunProcsResult | None:
+        if len(self.started) > 1:
+            return RunProcsResult(return_values={0: None})
+        if not self.world_ended.wait(timeout):
+            return None
+        failed = ProcessFailure(local_rank=0, pid=1, exitcode=1, timestamp=0.0)
+        return RunProcsResult(failures={0: failed})
+
+
+def test_a_failure_seen_after_the_next_round_opened_rejoins_without_a_unit(
+    server: StoreServer,
+) -> None:
+    ended = threading.Event()
+    spec = WorkerSpec(
+        role="trainer",
+        local_world_size=1,
+        rdzv_handler=handler(server.port, "a"),
+        entrypoint="unused",
+        max_restarts=3,
+        min_nodes=2,
+        max_nodes=2,
+        exit_barrier_timeout=1.0,
+    )
+    agent = StandInWorkers(spec, ended)
+    peer = handler(server.port, "b")
+    outcome: list[Any] = []
+    run = threading.Thread(target=lambda: outcome.append(agent.run()), daemon=True)
+    run.start()
+    try:
+        peer.next_rendezvous()
+        assert agent.first_started.wait(20)
+        peer.open_next_round("membership")  # the world of round 0 ends
+        ended.set()
+        peer.next_rendezvous()  # round 1, with A
+        run.join(30)
+    finally:
+        peer.shutdown()
+    assert outcome, "the agent did not finish"
+    assert agent.started == [("r0", "0"), ("r1", "0")]
+    assert outcome[0].restart_count == 0
