@@ -39,6 +39,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--launchers", default=",".join(LAUNCHERS))
     parser.add_argument("--episodes", type=int, default=20, help="seeds per launcher")
     parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--seeds", default="", help="these seeds (N,M,...) instead of a range")
     parser.add_argument("--duration", type=float, default=60.0, help="s of faults per episode")
     parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds to draw from")
     parser.add_argument("--gap", default="5,9", help="s between faults: MIN,MAX")
@@ -54,6 +55,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     unknown = [n for n in args.launchers if n not in LAUNCHERS]
     if unknown or not args.launchers:
         parser.error(f"unknown launchers {unknown} (known: {', '.join(LAUNCHERS)})")
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()] or list(
+            range(args.first_seed, args.first_seed + args.episodes)
+        )
+    except ValueError:
+        parser.error("--seeds takes whole numbers: N,M,...")
     args.kinds = tuple(k for k in args.kinds.split(",") if k)
     if not args.kinds or set(args.kinds) - set(KINDS):
         parser.error(f"--kinds takes some of {', '.join(KINDS)}")
@@ -132,7 +139,7 @@ def run_all(
     meta: dict[str, object],
     results: dict[str, list[dict[str, object]]],
 ) -> None:
-    for seed in range(args.first_seed, args.first_seed + args.episodes):
+    for seed in args.seeds:
         faults = plan(
             seed,
             duration=args.duration,
