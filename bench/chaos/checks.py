@@ -15,7 +15,9 @@ record of what it did.
 Recovery of a fault: from its injection until every rank of the world that trains after it has
 completed a step. That world is the last one to start before the next fault (the one training
 when the dust settles), or the first one after if none did (``overlapped``). For a new node,
-only worlds it trains in count: its fault is over when it has joined.
+only worlds it trains in count: its fault is over when it has joined. A world the fault ended
+(with the killed worker, or the killed or departed node) is never it, whatever its ranks
+logged while the signal was on its way.
 """
 
 from __future__ import annotations
@@ -110,15 +112,20 @@ def ready_after(world: World, t: float) -> float | None:
 
 
 def settled_world(
-    found: dict[str, World], t: float, t_next: float, joining: str = ""
+    found: dict[str, World], t: float, t_next: float, joining: str = "", lost: str = ""
 ) -> tuple[World | None, bool]:
     """The world that trains once a fault at ``t`` settles, and whether it is ``overlapped``
     (first ready after the next fault at ``t_next``). ``joining``: a new node, whose fault is
-    over once a world with its ranks trains."""
-    after = sorted(
-        (w for w in found.values() if w.last > t and (not joining or joining in w.nodes)),
-        key=lambda w: w.first,
-    )
+    over once a world with its ranks trains. ``lost``: a node (``n2``) or a worker's line file
+    (``n2_pid7.log``) the fault ended; a world with it is over, however many steps its ranks
+    still logged while the signal was on its way."""
+
+    def could(world: World) -> bool:
+        if joining and joining not in world.nodes:
+            return False
+        return not lost or (lost not in world.nodes and lost not in world.files)
+
+    after = sorted((w for w in found.values() if w.last > t and could(w)), key=lambda w: w.first)
     settled = [w for w in after if w.first < t_next and ready_after(w, t) is not None]
     if settled:
         ready = ready_after(settled[-1], t)
@@ -130,11 +137,21 @@ def settled_world(
     return None, False
 
 
+def ended_by(fault: dict[str, Any]) -> str:
+    """What a fault ends for good (see :func:`settled_world`'s ``lost``): a killed worker's
+    line file, a killed or departed node; "" for faults that end nothing by themselves."""
+    if fault["fault"] == "kill-worker" and "pid" in fault:
+        return f"{fault['node']}_pid{fault['pid']}.log"
+    if fault["fault"] in ("kill-node", "term-agent"):
+        return str(fault["node"])
+    return ""
+
+
 def recovery(
-    found: dict[str, World], t: float, t_next: float, joining: str = ""
+    found: dict[str, World], t: float, t_next: float, joining: str = "", lost: str = ""
 ) -> tuple[float | None, bool]:
     """Seconds from the fault at ``t`` to every rank of its settled world stepping."""
-    world, overlapped = settled_world(found, t, t_next, joining)
+    world, overlapped = settled_world(found, t, t_next, joining, lost)
     ready = None if world is None else ready_after(world, t)
     return (None, False) if ready is None else (ready - t, overlapped)
 
@@ -225,7 +242,7 @@ def judge(
     for i, fault in enumerate(faults):
         t_next = faults[i + 1]["t"] if i + 1 < len(faults) else math.inf
         joining = fault["node"] if fault["fault"] == "new-node" else ""
-        took, overlapped = recovery(found, fault["t"], t_next, joining)
+        took, overlapped = recovery(found, fault["t"], t_next, joining, ended_by(fault))
         recoveries.append(
             {
                 "fault": fault["fault"],

@@ -28,7 +28,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from chaos.checks import World, ready_after, settled_world
+from chaos.checks import World, ended_by, ready_after, settled_world
 
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}) \[tpelastic\] (.*)$")
 OBSERVED = re.compile(
@@ -94,7 +94,7 @@ def fault_timeline(
     imports = imports or {}
     t = fault["t"]
     joining = fault["node"] if fault["fault"] == "new-node" else ""
-    world, overlapped = settled_world(found, t, t_next, joining)
+    world, overlapped = settled_world(found, t, t_next, joining, ended_by(fault))
     marks: dict[str, float] = dict.fromkeys(PHASES, float("nan"))
     held = None
     through = False

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from chaos import checks
@@ -125,3 +127,26 @@ def test_the_sweep_finds_a_process_left_behind_in_a_session_of_its_own(tmp_path,
     assert len(result["orphans"]) == 1 and "time.sleep(120)" in result["orphans"][0]["cmd"]
     assert not result["checks"]["no_orphans"]
     assert not psutil.pid_exists(result["orphans"][0]["pid"])  # and the harness ended it
+
+
+def test_steps_a_killed_node_logged_on_the_signals_way_are_no_recovery(tmp_path):
+    def world(name: str, nodes: list[str], times: list[float]) -> list[str]:
+        out = []
+        for t in times:
+            for rank, node in enumerate(nodes):
+                out.append(
+                    f"STEP t={t + rank * 0.001:.3f} world={name} size={len(nodes)} rank={rank} "
+                    f"node={node} restart=0 step={int(t * 10)}"
+                )
+        return out
+
+    # Every rank of world a, n1's too, logs a step 5 ms after n1 was killed; world b, n0's,
+    # trains only after the next fault (at 3.0).
+    lines = [*world("a", ["n0", "n1"], [1.0, 2.005]), *world("b", ["n0"], [4.0, 5.0])]
+    lines.append("DONE t=5.5 step=50")
+    (tmp_path / "n0_pid1.log").write_text("\n".join(lines) + "\n")
+    fault = {"fault": "kill-node", "t": 2.0, "node": "n1"}
+    found = checks.worlds(checks.read_lines(tmp_path))
+    assert checks.recovery(found, 2.0, 3.0)[0] == pytest.approx(0.006)  # the old world
+    took, overlapped = checks.recovery(found, 2.0, 3.0, lost=checks.ended_by(fault))
+    assert took == pytest.approx(2.0) and overlapped  # world b, n0 alone, steps at 4.0
