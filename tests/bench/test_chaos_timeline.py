@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import sys
 from pathlib import Path
 
@@ -99,3 +100,30 @@ def test_a_fault_the_world_trains_through_is_all_stepping(tmp_path: Path) -> Non
     assert marks[0]["world"] == "a" and marks[0]["through"] and marks[0]["held"] is None
     assert marks[0]["phases"]["stepping"] == 4.0  # world a's next step, at 9.0
     assert marks[1]["world"] == "b" and not marks[1]["through"]
+
+
+def test_an_episode_is_judged_again_from_what_it_left_on_disk(tmp_path: Path) -> None:
+    from chaos import rejudge
+
+    write_episode(tmp_path)
+    t0 = 1.0  # the recorded times are relative to it
+    recorded = {
+        "launcher": "tpelastic",
+        "seed": 7,
+        "t0": t0,
+        "wall_minus_mono": WALL0.timestamp(),
+        "faults": [{"fault": "kill-worker", "t": 10.0 - t0, "node": "n0", "pid": 1}],
+        "events": [{"t": 13.0 - t0, "kind": "exit", "node": "n0"}],
+        "nodes": [{"name": "n0", "code": 0, "signalled": ""}],
+        "hung_nodes": [],
+        "orphans": [],
+        "recoveries": [],  # what an older harness said: replaced
+    }
+    (tmp_path / "result.json").write_text(json.dumps(recorded))
+    again = rejudge.rejudge_episode(tmp_path, max_restarts=3)
+    assert again["seed"] == 7 and again["launcher"] == "tpelastic"
+    assert again["recoveries"] == [
+        {"fault": "kill-worker", "recovery": 2.53, "overlapped": False}
+    ]  # world b stepped on every rank by 12.53
+    assert again["timeline"][0]["phases"]["observed"] == 0.2
+    assert json.loads((tmp_path / "result.json").read_text())["recoveries"] == again["recoveries"]
