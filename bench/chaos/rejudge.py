@@ -61,10 +61,11 @@ def main(argv: list[str]) -> int:
     max_restarts = int(meta["settings"]["max_restarts"])
     results: dict[str, list[dict[str, Any]]] = {}
     for name, episodes in saved["episodes"].items():
-        results[name] = [
-            rejudge_episode(out / "episodes" / f"{name}-seed{e['seed']}", max_restarts)
-            for e in episodes
-        ]
+        results[name] = []
+        for e in episodes:
+            again = rejudge_episode(out / "episodes" / f"{name}-seed{e['seed']}", max_restarts)
+            again["load"] = e.get("load")  # measured after the episode, kept in results.json only
+            results[name].append(again)
     summaries = {name: report.summarize(rs) for name, rs in results.items()}
     phases = {name: timeline.breakdown(rs, KINDS) for name, rs in results.items()}
     (out / "results.json").write_text(
