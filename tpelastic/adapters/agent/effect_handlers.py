@@ -8,21 +8,19 @@ objects, each constructed with exactly what it needs:
 * :class:`RendezvousEffects`: joining a round, opening the next one, the exit barrier, closing
   and leaving;
 * :class:`WorkerEffects`: starting and stopping the workers (through the agent's own worker
-  methods) and the round watcher that goes with them;
+  methods), and the pump and round watcher that go with them;
 * :class:`~tpelastic.adapters.agent.in_place.InPlaceEffects`: opening and entering an in-place
   attempt.
 
 A blocking effect (joining, the barrier, entering an attempt) puts its outcome in the loop's
-:class:`Inbox` as the next observation. What the effects of one run leave for the loop and for
-each other (the worker group, the failures, why the next join happens) is the run's
-:class:`RunRecord`.
+inbox (:class:`~tpelastic.adapters.agent.pumps.Inbox`) as the next observation. What the effects
+of one run leave for the loop and for each other (the worker group, the failures, why the next
+join happens) is the run's :class:`RunRecord`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +31,7 @@ from tpelastic.adapters.agent.env import worker_envs
 from tpelastic.adapters.agent.in_place import InPlaceEffects, attempt_name
 from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.agent.observers import Observers
+from tpelastic.adapters.agent.pumps import Inbox, WorkerPumps
 from tpelastic.adapters.agent.spec import WorkerSpec
 from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous import errors as rz
@@ -53,31 +52,6 @@ EffectTable = Mapping[type, Callable[[Any], None]]
 
 EFFECT_TYPES: tuple[type, ...] = (*core.AGENT_EFFECTS, Emit, Rejected)
 """Every effect type the agent core can return: the table must have a handler for each."""
-
-
-class Inbox:
-    """The loop's observations still to be stepped, in arrival order; safe across threads."""
-
-    def __init__(self) -> None:
-        self._items: deque[Any] = deque()
-        self._changed = threading.Condition()
-
-    def put(self, observation: Any) -> None:
-        with self._changed:
-            self._items.append(observation)
-            self._changed.notify()
-
-    def __bool__(self) -> bool:
-        return bool(self._items)
-
-    def pop(self) -> Any:
-        """The oldest observation (the caller checked there is one)."""
-        with self._changed:
-            return self._items.popleft()
-
-    def clear(self) -> None:
-        with self._changed:
-            self._items.clear()
 
 
 @define
@@ -236,7 +210,8 @@ class RendezvousEffects:
 
 
 class WorkerEffects:
-    """Starting and stopping this node's workers, and the round watcher that runs with them.
+    """Starting and stopping this node's workers, and the pump and round watcher that run with
+    them.
 
     Args:
         start, stop, pids: the agent's worker methods (start one worker per environment of an
@@ -252,18 +227,15 @@ class WorkerEffects:
         record: RunRecord,
         in_place: InPlaceEffects,
         watching: RoundWatching,
+        pumps: WorkerPumps,
         *,
         start: Callable[[dict[int, dict[str, str]], str], None],
         stop: Callable[[str], None],
         pids: Callable[[], dict[int, int]],
     ) -> None:
         self._spec, self._membership, self._obs = spec, membership, observers
-        self._clock, self._record, self._in_place, self._watching = (
-            clock,
-            record,
-            in_place,
-            watching,
-        )
+        self._clock, self._record = clock, record
+        self._in_place, self._watching, self._pumps = in_place, watching, pumps
         self._start, self._stop, self._pids = start, stop, pids
 
     def start(self, effect: core.StartWorkers) -> None:
@@ -301,13 +273,16 @@ class WorkerEffects:
             joined.facts.master_addr,
             joined.facts.master_port,
         )
-        self._start(envs, attempt_name(effect.round, effect.attempt))
-        self._watching.watch(attempt_name(effect.round, effect.attempt))
+        label = attempt_name(effect.round, effect.attempt)
+        self._start(envs, label)
+        self._pumps.start(label)
+        self._watching.watch(label)
 
     def stop(self, effect: core.StopWorkers) -> None:
         log.info("stopping workers: %s", effect.reason)
         pids = set(self._pids().values())
         self._watching.unwatch()
+        self._pumps.stop()
         self._stop(effect.reason)
         self._obs.workers_stopped(pids)
         failed = len(self._record.failures)  # this attempt's failed workers stay FAILED
@@ -366,7 +341,6 @@ def check_covers(table: EffectTable, effect_types: tuple[type, ...] = EFFECT_TYP
 __all__ = [
     "EFFECT_TYPES",
     "EffectTable",
-    "Inbox",
     "RendezvousEffects",
     "ReportEffects",
     "RunRecord",

@@ -24,7 +24,7 @@ from tpelastic.core import agent as core
 from tpelastic.core.agent.events import RendezvousFailureKind
 
 if TYPE_CHECKING:
-    from tpelastic.adapters.agent.effect_handlers import Inbox
+    from tpelastic.adapters.agent.pumps import Inbox
 
 log = logging.getLogger("tpelastic.agent")  # report.log's logger, without importing report
 
@@ -69,10 +69,10 @@ class InPlaceEffects:
         )
 
     def enter(self, effect: core.StartWorkers) -> Joined | None:
-        """Move to ``effect.attempt`` and agree on its endpoint. None when something else is in
-        the inbox instead (the attempt could not be opened, a newer round or attempt, a close,
-        a lost store): the loop takes that first and starts no workers."""
-        if self._inbox:
+        """Move to ``effect.attempt`` and agree on its endpoint. None when an effect's outcome is
+        in the inbox instead (the attempt could not be opened, a newer round or attempt, a
+        close, a lost store): the loop takes that first and starts no workers."""
+        if self._inbox.holds_outcome():
             return None
         kind: RendezvousFailureKind = "connection"
         try:

@@ -7,11 +7,14 @@ returned effects in the order given (StopWorkers before any join: see specs/agen
 specs/node.md). Blocking effects (joining a round, the exit barrier) turn their outcome into
 the next observation.
 
-Worker exits are seen the moment they happen (``PContext.wait`` wakes on an exit). Membership is
-looked at every 0.25 s while workers run; where the store holds a wait for any of several keys
-(our TCPStore) a watcher thread (:mod:`round_watch`) blocks in it and, when the wait fires,
-interrupts the loop's wait for the workers, so the loop looks at once; the periodic look then
-only times the ring successor's heartbeat (every heartbeat interval, at most every 0.25 s).
+The loop pops its observations from one inbox (:mod:`pumps`), waiting at most until its next
+periodic read is due (on its clock). Pumps only put what they saw there: a thread held in the
+workers' wait puts their end the moment it happens; where the store holds a wait for any of
+several keys (our TCPStore) a watcher thread (:mod:`round_watch`) blocks in it and puts a
+"round changed" when it fires, and the loop looks at once. The periodic reads, every
+``monitor_interval`` while workers run, are the hang watch, the keep-alive, and a look at the
+rendezvous every 0.25 s (with a watcher only to time the ring successor's heartbeat: every
+heartbeat interval). Signals raise out of the inbox wait on the loop's own thread.
 
 The effects are carried out through one table, effect type -> handler, built when the agent is
 built (:func:`~tpelastic.adapters.agent.effect_handlers.effect_table`; an effect type of the core
@@ -36,7 +39,6 @@ from attrs import evolve
 
 from tpelastic.adapters.agent import publish, worker_group
 from tpelastic.adapters.agent.effect_handlers import (
-    Inbox,
     RendezvousEffects,
     ReportEffects,
     RunRecord,
@@ -47,7 +49,14 @@ from tpelastic.adapters.agent.effect_handlers import (
 from tpelastic.adapters.agent.in_place import InPlaceEffects
 from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.agent.observers import Observers, describe_stall
-from tpelastic.adapters.agent.round_watch import RoundWatching
+from tpelastic.adapters.agent.pumps import (
+    Inbox,
+    RoundChanged,
+    WorkerPumps,
+    WorkersEnded,
+    WorkerWaitFailed,
+)
+from tpelastic.adapters.agent.round_watch import RoundWatcher, RoundWatching
 from tpelastic.adapters.agent.spec import RunResult, WorkerSpec
 from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.ports import Clock
@@ -75,6 +84,8 @@ _LOOK_EVERY = 0.25
 # How long stop() waits for a round watcher's thread (it is released by the store's close or
 # by the writes that end a round, so this bound is only reached when the store hangs).
 _WATCHER_JOIN = 2.0
+# How long the end of a run waits for the worker pumps' threads (their workers are stopped).
+_PUMP_JOIN = 2.0
 # Overrides the periodic look while a watcher runs (seconds): tests set it very high to show
 # the watcher alone delivers a change. Not for production use.
 _FALLBACK_ENV = "TPELASTIC_LOOK_FALLBACK"
@@ -160,6 +171,7 @@ class SimpleElasticAgent(ElasticAgent):
         self._inbox = Inbox()  # outcomes of blocking effects, stepped before any new look
         self._record = RunRecord()
         self._next_look = 0.0
+        self._next_read = 0.0  # when the loop's periodic reads are due next
         # Called with the exit code once the outcome is in and only the bounded teardown is
         # left (the launcher arms its exit guard there); None for library callers.
         self.on_outcome: Callable[[int], None] | None = None
@@ -171,9 +183,10 @@ class SimpleElasticAgent(ElasticAgent):
         self._watching = RoundWatching(
             can_watch=self._may_watch,
             wait=membership.wait_for_change,
-            on_fire=self._wake_from_workers_wait,
+            on_fire=lambda watcher: self._inbox.put(RoundChanged(watcher)),
             clock=clock,
         )
+        self._pumps = WorkerPumps(self._inbox, self._workers_wait)
         look = functools.partial(self._look, running=False)
         in_place = InPlaceEffects(spec, membership, self._obs, clock, self._inbox, look=look)
         self._effects = effect_table(
@@ -196,6 +209,7 @@ class SimpleElasticAgent(ElasticAgent):
                 self._record,
                 in_place,
                 self._watching,
+                self._pumps,
                 start=self._start_workers,
                 stop=self._stop_workers,
                 pids=self._worker_pids,
@@ -317,6 +331,7 @@ class SimpleElasticAgent(ElasticAgent):
         finally:
             try:
                 self._watching.unwatch()
+                self._pumps.stop()
                 self._stop_workers("agent exiting")
                 # A job that ended for everyone (succeeded, or failed and closed: exit 1) keeps
                 # the store host up until its peers have seen the end, not only a success; so
@@ -336,6 +351,7 @@ class SimpleElasticAgent(ElasticAgent):
                     self.on_outcome(code)
                 self._membership.leave()  # closes the store: a watcher's wait ends at once
                 self._watching.join(_WATCHER_JOIN)
+                self._pumps.join(_PUMP_JOIN)
                 self._obs.close()
                 if restore is not None:
                     restore()
@@ -345,7 +361,7 @@ class SimpleElasticAgent(ElasticAgent):
         self._inbox.put(core.AgentStarted(now=self._clock.now()))
         while self._state.phase not in TERMINAL:
             try:
-                event = self._inbox.pop() if self._inbox else self._observe()
+                event = self._observe()
                 if event is not None:
                     self._feed(event)
             except SignalException as stop:
@@ -387,20 +403,59 @@ class SimpleElasticAgent(ElasticAgent):
     # -- observing ----------------------------------------------------------------------------
 
     def _observe(self) -> Any | None:
-        if self._state.phase is core.AgentPhase.HOLDING:
-            return self._observe_hold()
-        if self._state.phase is not core.AgentPhase.RUNNING:
-            # Joining and the exit barrier are carried out synchronously and queue their
-            # outcome; nothing queued means the table rejected that outcome (a round that does
-            # not fit this node's config): the world cannot be formed as configured.
-            why = f"the rendezvous gave a round this agent rejects ({self._state.phase.name})"
+        """The next observation for the core (None: nothing to step this pass)."""
+        phase = self._state.phase
+        if phase not in (core.AgentPhase.RUNNING, core.AgentPhase.HOLDING):
+            if self._inbox:
+                return self._decode(self._inbox.pop())
+            # Joining and the exit barrier are carried out synchronously and put their outcome
+            # in the inbox; nothing there means the table rejected that outcome (a round that
+            # does not fit this node's config): the world cannot be formed as configured.
+            why = f"the rendezvous gave a round this agent rejects ({phase.name})"
             return core.RendezvousFailed(now=self._clock.now(), reason=why, kind="connection")
-        result = self._wait_workers(self._spec.monitor_interval)
+        item = self._inbox.pop_within(self._clock.remaining(self._next_read))
+        if item is not None:
+            return self._decode(item)
         now = self._clock.now()
-        if result is not None:
-            if result.is_failed() and self._world_ended(now):
+        if phase is core.AgentPhase.HOLDING:
+            self._next_read = now + min(self._spec.monitor_interval, _LOOK_EVERY)
+            return self._read_holding(now)
+        self._next_read = now + self._spec.monitor_interval
+        return self._read_running(now)
+
+    def _decode(self, item: Any) -> Any | None:
+        """What a pump put in the inbox, as the core's observation; a core observation (the
+        outcome of a blocking effect) as it is. None: nothing for the core (an earlier start's
+        workers, a watcher no longer current)."""
+        if isinstance(item, WorkersEnded):
+            running = self._state.phase is core.AgentPhase.RUNNING
+            if item.serial != self._pumps.serial or not running:
                 return None
-            return self._workers_ended(result, now)
+            now = self._clock.now()
+            if item.result.is_failed() and self._world_ended(now):
+                return None
+            return self._workers_ended(item.result, now)
+        if isinstance(item, WorkerWaitFailed):
+            if item.serial == self._pumps.serial:
+                raise item.error
+            return None
+        if isinstance(item, RoundChanged):
+            return self._round_changed(item.watcher)
+        return item
+
+    def _round_changed(self, watcher: RoundWatcher) -> Any | None:
+        try:
+            if watcher is not self._watching.current or not watcher.take():
+                return None
+            now = self._clock.now()
+            self._next_look = now + self._look_period()
+            return self._look(now, running=self._state.phase is core.AgentPhase.RUNNING)
+        finally:
+            watcher.resume()
+
+    def _read_running(self, now: float) -> Any | None:
+        """The periodic reads while the workers run: the hang watch, the keep-alive, and the
+        look at the rendezvous when it is due."""
         stall = self._obs.stuck(now, self._live_local_ranks)
         if stall is not None:
             global_rank = self._state.group_rank * self._spec.local_world_size + stall.rank
@@ -416,16 +471,10 @@ class SimpleElasticAgent(ElasticAgent):
             lapsed = self._member_step(members.KeepAliveRead(now=now, last_beat=last_beat))
             if lapsed is not None:
                 return lapsed
-        watcher = self._watching.current
-        woken = watcher is not None and watcher.take()
-        if not woken and now < self._next_look:
+        if now < self._next_look:
             return None
         self._next_look = now + self._look_period()
-        try:
-            return self._look(now, running=True)
-        finally:
-            if woken and watcher is not None:
-                watcher.resume()
+        return self._look(now, running=True)
 
     def _world_ended(self, now: float) -> bool:
         """Look before a worker failure is reported: when the world already ended (the next
@@ -440,13 +489,20 @@ class SimpleElasticAgent(ElasticAgent):
             self._feed(seen)
         return ended
 
-    def _observe_hold(self) -> Any:
+    def _read_holding(self, now: float) -> Any:
         """A held failure: keep looking (a look also times the ring successor, whose loss is
         what the hold waits for); the core decides when the hold is over."""
-        self._clock.sleep(min(self._spec.monitor_interval, _LOOK_EVERY))
-        now = self._clock.now()
         seen = self._look(now, running=False)
         return seen if seen is not None else core.TimePassed(now=now)
+
+    def _workers_wait(self) -> Callable[[float], RunProcsResult | None]:
+        """The wait of the workers that just started, for their pump: the context's own (held
+        by the pump, so a stop that replaces it leaves the pump's alone), else the subclass's
+        ``_wait_workers``."""
+        wait = getattr(self._current_context(), "wait", None)
+        if callable(wait):
+            return lambda seconds: wait(timeout=seconds, period=seconds)
+        return self._wait_workers
 
     def _look_period(self) -> float:
         if self._watching.current is None:
@@ -464,14 +520,6 @@ class SimpleElasticAgent(ElasticAgent):
         if self._spec.max_nodes <= 1 or os.environ.get(_WATCH_ENV) == "0":
             return False
         return self._membership.can_wait_for_change()
-
-    def _wake_from_workers_wait(self) -> None:
-        """The round watcher fired: end the loop's wait for the workers now, so the look that
-        follows is not up to ``monitor_interval`` late."""
-        context = self._current_context()
-        interrupt = getattr(context, "interrupt", None)
-        if callable(interrupt):
-            interrupt()
 
     def _workers_ended(self, result: RunProcsResult, now: float) -> Any:
         joined = self._membership.joined

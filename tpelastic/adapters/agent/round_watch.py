@@ -133,7 +133,8 @@ class RoundWatching:
         can_watch: whether to watch now (a run that can change size, over a rendezvous that
             offers a held wait for a change).
         wait: the held wait (``wait(timeout)``, True when the round may have changed).
-        on_fire: called on the watcher's thread when its wait fires (must not block).
+        on_fire: called on the watcher's thread with the watcher whose wait fired (must not
+            block).
         clock: the agent's clock.
     """
 
@@ -142,7 +143,7 @@ class RoundWatching:
         *,
         can_watch: Callable[[], bool],
         wait: Callable[[float], bool],
-        on_fire: Callable[[], None],
+        on_fire: Callable[[RoundWatcher], None],
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._can_watch, self._wait = can_watch, wait
@@ -162,12 +163,13 @@ class RoundWatching:
         self.join(0.0)  # forget the old ones that have ended
         if not self._can_watch():
             return
-        self._current = RoundWatcher(
+        watcher = RoundWatcher(
             self._wait,
             name=f"tpelastic-round-watch-{attempt}",
-            on_fire=self._on_fire,
+            on_fire=lambda: self._on_fire(watcher),
             clock=self._clock,
-        ).start()
+        )
+        self._current = watcher.start()
 
     def unwatch(self) -> None:
         watcher, self._current = self._current, None

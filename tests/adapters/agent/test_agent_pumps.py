@@ -1,0 +1,86 @@
+"""Pumps only put what they saw in the loop's inbox; the inbox wait is bounded and wakes on a put.
+
+The worker pump is driven here by a real wait that returns once a flag is set, standing in for
+a worker group's wait (the e2e tests run it over real workers).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tpelastic.adapters.agent.pumps import (
+    Inbox,
+    RoundChanged,
+    WorkerPumps,
+    WorkersEnded,
+    WorkerWaitFailed,
+)
+from tpelastic.adapters.workers.api import RunProcsResult
+
+
+def _ended_when(flag: threading.Event, result: RunProcsResult):  # type: ignore[no-untyped-def]
+    def wait(seconds: float) -> RunProcsResult | None:
+        return result if flag.wait(seconds) else None
+
+    return wait
+
+
+def test_the_inbox_wait_is_bounded_and_a_put_ends_it_at_once() -> None:
+    inbox = Inbox()
+    started = time.monotonic()
+    assert inbox.pop_within(0.2) is None
+    assert 0.15 <= time.monotonic() - started < 5.0
+    threading.Timer(0.1, inbox.put, args=("seen",)).start()
+    started = time.monotonic()
+    assert inbox.pop_within(30.0) == "seen"
+    assert time.monotonic() - started < 5.0  # woken by the put, not the bound
+
+
+def test_a_pump_puts_the_end_of_its_workers_once_with_its_serial() -> None:
+    inbox, flag = Inbox(), threading.Event()
+    result = RunProcsResult()
+    pumps = WorkerPumps(inbox, lambda: _ended_when(flag, result))
+    pumps.start("r0")
+    assert inbox.pop_within(0.1) is None
+    flag.set()
+    got = inbox.pop_within(10.0)
+    assert got == WorkersEnded(serial=1, result=result)
+    pumps.join(5.0)
+    assert inbox.pop_within(0.1) is None
+
+
+def test_a_stopped_pump_puts_nothing_and_the_next_start_has_a_new_serial() -> None:
+    inbox, first, second = Inbox(), threading.Event(), threading.Event()
+    waits = iter([first, second])
+    result = RunProcsResult()
+    pumps = WorkerPumps(inbox, lambda: _ended_when(next(waits), result))
+    pumps.start("r0")
+    pumps.stop()
+    first.set()  # the stopped start's workers end: nobody is told
+    pumps.start("r1")
+    second.set()
+    assert inbox.pop_within(10.0) == WorkersEnded(serial=2, result=result)
+    pumps.join(5.0)
+    assert not inbox
+
+
+def test_a_failing_wait_reaches_the_inbox() -> None:
+    inbox = Inbox()
+
+    def broken(seconds: float) -> RunProcsResult | None:
+        raise RuntimeError("no workers to wait for")
+
+    WorkerPumps(inbox, lambda: broken).start("r0")
+    got = inbox.pop_within(10.0)
+    assert isinstance(got, WorkerWaitFailed) and got.serial == 1
+    assert "no workers" in str(got.error)
+
+
+def test_only_outcomes_of_effects_count_as_pending_for_an_attempt() -> None:
+    inbox = Inbox()
+    inbox.put(WorkersEnded(serial=1, result=RunProcsResult()))
+    inbox.put(RoundChanged(watcher=None))  # type: ignore[arg-type]
+    assert inbox and not inbox.holds_outcome()
+    inbox.put("RendezvousFailed")
+    assert inbox.holds_outcome()
