@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,7 +34,10 @@ from tpelastic.events import (
 @pytest.fixture
 def recorded() -> Iterator[list[Event]]:
     """Every join step of this test, as events that went through JSON and back."""
-    events: list[Event] = []
+    yield []
+
+
+def _recorder(events: list[Event]) -> Callable[..., None]:
     lock = threading.Lock()
 
     def record(**step: object) -> None:
@@ -42,20 +45,17 @@ def recorded() -> Iterator[list[Event]]:
         with lock:
             events.append(from_json_dict(to_json_dict(event)))  # type: ignore[arg-type]
 
-    previous = driver.set_step_recorder(record)
-    try:
-        yield events
-    finally:
-        driver.set_step_recorder(previous)
+    return record
 
 
-def _join_three(config: RendezvousConfig) -> None:
+def _join_three(config: RendezvousConfig, events: list[Event] | None) -> None:
     store = MemoryStore()
     errors: list[BaseException] = []
+    record = None if events is None else _recorder(events)
 
     def one(node: str) -> None:
         try:
-            driver.run_join(store, config, run_id="trace", node=node, addr=node)
+            driver.run_join(store, config, run_id="trace", node=node, addr=node, record_step=record)
         except BaseException as error:  # reported below, not lost in the thread
             errors.append(error)
 
@@ -71,7 +71,7 @@ CONFIG = RendezvousConfig(min_nodes=3, max_nodes=3, join_timeout=15, last_call_t
 
 
 def test_three_joins_replay_through_the_core(recorded: list[Event]) -> None:
-    _join_three(CONFIG)
+    _join_three(CONFIG, recorded)
     replayed = replay_join_events(recorded)
     assert sorted(r.node for r in replayed) == ["n0", "n1", "n2"]
     assert all(r.phase == "COMPLETE" for r in replayed)
@@ -86,7 +86,7 @@ def test_three_joins_replay_through_the_core(recorded: list[Event]) -> None:
 
 
 def test_a_missing_or_contradicting_record_is_named(recorded: list[Event]) -> None:
-    _join_three(CONFIG)
+    _join_three(CONFIG, recorded)
     mine = [e for e in recorded if e.metadata["node"] == "n0"]
     with pytest.raises(JoinReplayMismatch, match="node n0 join .* step 2: expected step 1"):
         replay_join_events([e for e in recorded if e is not mine[1]])
@@ -110,8 +110,7 @@ def test_observations_survive_their_encoding() -> None:
 
 
 def test_no_recorder_records_nothing(recorded: list[Event]) -> None:
-    driver.set_step_recorder(None)
-    _join_three(CONFIG)
+    _join_three(CONFIG, None)
     assert recorded == []
 
 

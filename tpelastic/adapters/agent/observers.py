@@ -106,10 +106,8 @@ class Observers:
             OSError: the health port cannot be bound, or the run folder cannot be made.
         """
         self._start_status()
-        if self._events is not None:
-            from tpelastic.adapters.rendezvous import driver
-
-            driver.set_step_recorder(self._join_stepped)
+        if self._events is not None and hasattr(self._spec.rdzv_handler, "record_join_step"):
+            self._spec.rdzv_handler.record_join_step = self._join_stepped
         if self._spec.timers or self.watches_progress:
             import tempfile
 
@@ -159,12 +157,9 @@ class Observers:
         if self._status is not None:
             self._status.close()
             self._status = None
-        if self._events is not None:
-            from tpelastic.adapters.rendezvous import driver
-
-            previous = driver.set_step_recorder(None)
-            if previous is not None and previous != self._join_stepped:
-                driver.set_step_recorder(previous)  # another agent's: leave it in place
+        handler = self._spec.rdzv_handler
+        if getattr(handler, "record_join_step", None) == self._join_stepped:
+            handler.record_join_step = None
         for server, stop in ((self._timer, "stop"), (self._health, "close")):
             if server is not None:
                 try:

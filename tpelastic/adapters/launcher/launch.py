@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
@@ -22,6 +22,9 @@ from tpelastic.adapters.launcher.config import MAX_SECONDS, ConfigError, LaunchC
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.workers.api import ChildFailedError
 from tpelastic.adapters.workers.logs import LogsSpecs
+
+if TYPE_CHECKING:
+    from tpelastic.adapters.rendezvous.registry import HandlerRegistry
 
 log = logging.getLogger("tpelastic.agent")
 _DYNAMIC = ("tcp", "c10d", "p10d")
@@ -39,15 +42,17 @@ class LaunchError(RuntimeError):
         self.exit_code = exit_code
 
 
-def rendezvous_parameters(config: LaunchConfig) -> RendezvousParameters:
-    """The rendezvous request for ``config``.
+def rendezvous_parameters(
+    config: LaunchConfig, registry: HandlerRegistry | None = None
+) -> RendezvousParameters:
+    """The rendezvous request for ``config`` (``registry``: see :func:`create_rendezvous_handler`).
 
     Raises:
         ConfigError: a bad rendezvous option (named in the message).
     """
     backend = config.rdzv_backend
     options = config.rendezvous_config()
-    if backend in _DYNAMIC and not _registered(backend) and config.max_nodes == 1:
+    if backend in _DYNAMIC and not _registered(backend, registry) and config.max_nodes == 1:
         # A one-node world needs no negotiation: the static backend, hosted here, serves it
         # until a dynamic backend is installed.
         backend = "static"
@@ -72,18 +77,25 @@ def rendezvous_parameters(config: LaunchConfig) -> RendezvousParameters:
         raise ConfigError(str(error)) from None
 
 
-def _registered(backend: str) -> bool:
+def _registry(given: HandlerRegistry | None) -> HandlerRegistry:
+    if given is not None:
+        return given
     from tpelastic.rendezvous import handler_registry
 
+    return handler_registry
+
+
+def _registered(backend: str, registry: HandlerRegistry | None) -> bool:
     try:
-        handler_registry.factory(backend)
+        _registry(registry).factory(backend)
     except Exception:
         return False
     return True
 
 
-def create_rendezvous_handler(config: LaunchConfig) -> Any:
-    """Build the rendezvous handler for ``config``.
+def create_rendezvous_handler(config: LaunchConfig, registry: HandlerRegistry | None = None) -> Any:
+    """Build the rendezvous handler for ``config`` from ``registry``'s backends (default: the
+    process's ``tpelastic.rendezvous.handler_registry``, torch's ``rendezvous_handler_registry``).
 
     Raises:
         ConfigError: unknown backend, bad options for it, or its extra not installed (one
@@ -92,13 +104,11 @@ def create_rendezvous_handler(config: LaunchConfig) -> Any:
     """
     if config.standalone and config.max_nodes == 1:
         return _in_memory_handler(config)
-    params = rendezvous_parameters(config)
+    params = rendezvous_parameters(config, registry)
     _check_ports(config, params)
     _check_store(params)
-    from tpelastic.rendezvous import create_handler
-
     try:
-        return create_handler(params)
+        return _registry(registry).create_handler(params)
     except (ValueError, ImportError) as error:  # ImportError: a backend's extra is missing
         raise ConfigError(str(error)) from None
 
@@ -185,9 +195,13 @@ def _bind_host(host: str) -> str:
 
 
 def worker_spec(
-    config: LaunchConfig, entrypoint: str | Callable[..., Any], args: Sequence[Any]
+    config: LaunchConfig,
+    entrypoint: str | Callable[..., Any],
+    args: Sequence[Any],
+    registry: HandlerRegistry | None = None,
 ) -> WorkerSpec:
-    """The agent's WorkerSpec for ``config`` (builds the rendezvous handler)."""
+    """The agent's WorkerSpec for ``config`` (builds the rendezvous handler from ``registry``:
+    see :func:`create_rendezvous_handler`)."""
     # A plugin's LogsSpecs keeps its settings to itself: the agent hands it over whole.
     logs: Any = config
     if config.logs_specs is not None and type(config.logs_specs) is LogsSpecs:
@@ -195,7 +209,7 @@ def worker_spec(
     return WorkerSpec(
         role=config.role,
         local_world_size=config.nproc_per_node,
-        rdzv_handler=create_rendezvous_handler(config),
+        rdzv_handler=create_rendezvous_handler(config, registry),
         entrypoint=entrypoint,
         args=tuple(args),
         max_restarts=config.max_restarts,
@@ -260,11 +274,13 @@ def run_agent(
     args: Sequence[Any],
     *,
     on_outcome: Callable[[int], None] | None = None,
+    registry: HandlerRegistry | None = None,
 ) -> RunResult:
     """Run this node's agent to the end and say how it ended (never raises for job failures).
 
     ``on_outcome`` is called with the exit code once the outcome is in and only the agent's
-    bounded teardown is left (``tpelastic run`` arms its exit guard there).
+    bounded teardown is left (``tpelastic run`` arms its exit guard there). ``registry`` holds
+    the rendezvous backends (default: the process's ``handler_registry``).
 
     Raises:
         ConfigError: bad configuration (before anything starts).
@@ -291,7 +307,7 @@ def run_agent(
     if config.health_port is not None:
         require_free_port("--health-port", config.health_host, config.health_port)
     agent = LocalElasticAgent(
-        worker_spec(config, entrypoint, args),
+        worker_spec(config, entrypoint, args, registry),
         logs_specs=config.logs_specs,
         log_line_prefix_template=config.log_line_prefix_template,
     )

@@ -64,18 +64,11 @@ _FAILURES: dict[str, type[RendezvousError]] = {
     "corrupt": RendezvousStateError,
 }
 
-# Whoever records the join machine's steps (the agent, when events are on): one per process,
-# called with keyword arguments (see ``tpelastic.adapters.sinks.join_trace.step_event``).
+# Whoever records the join machine's steps (the agent, when events are on), called with
+# keyword arguments (see ``tpelastic.adapters.sinks.join_trace.step_event``).
 JoinStepRecorder = Callable[..., None]
-_recorder: JoinStepRecorder | None = None
+# Numbers the joins of this process in their records (a counter, not a setting).
 _join_numbers = itertools.count()
-
-
-def set_step_recorder(recorder: JoinStepRecorder | None) -> JoinStepRecorder | None:
-    """Install ``recorder`` for every later join in this process; returns the one it replaces."""
-    global _recorder
-    previous, _recorder = _recorder, recorder
-    return previous
 
 
 def execute_ops(store: KeyValueStore, ops: tuple[Op, ...]) -> tuple[Reply, ...]:
@@ -131,6 +124,7 @@ def run_join(
     heartbeats_held: Callable[[], bool] = lambda: True,
     reconnect_delay: float = 1.0,
     attempt: int = 0,
+    record_step: JoinStepRecorder | None = None,
 ) -> JoinSucceeded:
     """Join the run's forming round and block until it completes; return this node's rank in it.
 
@@ -140,6 +134,7 @@ def run_join(
     whether the node's heartbeats kept landing meanwhile (when not, a peer may have found it
     dead, so it re-forms its world instead of resuming it). ``attempt`` is the highest in-place
     attempt of ``from_round`` this node ran or saw opened (the next round's count carries it).
+    ``record_step`` is called with every step of the join machine (for the ``rdzv.step`` events).
 
     Raises:
         RendezvousClosedError: the run is closed.
@@ -163,7 +158,7 @@ def run_join(
     with store_errors_as_rendezvous_errors(context):
         while True:
             try:
-                return _drive(store, config, event, clock, context)
+                return _drive(store, config, event, clock, context, record_step)
             except _StoreLost as lost:
                 waited_out = lost.error.waited_out
                 gone = join_retry.JoinLost(now=clock.now(), state=lost.state, waited_out=waited_out)
@@ -197,10 +192,11 @@ def _drive(
     event: object,
     clock: Clock,
     context: str,
+    recorder: JoinStepRecorder | None,
 ) -> JoinSucceeded:
     """Step one join to its end. Raises _StoreLost when the store fails under it."""
     state = JoinState()
-    record = _recording(config, event)
+    record = _recording(config, event, recorder)
     while True:
         result = join.step(state, event, config)
         if record is not None:
@@ -218,9 +214,10 @@ def _drive(
         event = next_event
 
 
-def _recording(config: RendezvousConfig, first: object) -> Callable[..., None] | None:
-    """A per-join wrapper around the installed recorder (numbering the steps), or None."""
-    recorder = _recorder
+def _recording(
+    config: RendezvousConfig, first: object, recorder: JoinStepRecorder | None
+) -> Callable[..., None] | None:
+    """A per-join wrapper around ``recorder`` (numbering the steps), or None."""
     if recorder is None or not isinstance(first, JoinRequested):
         return None
     join_no, seqs = next(_join_numbers), itertools.count()
@@ -402,5 +399,4 @@ __all__ = [
     "execute_ops",
     "run_join",
     "run_member",
-    "set_step_recorder",
 ]

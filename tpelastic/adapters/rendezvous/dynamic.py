@@ -44,7 +44,13 @@ from tpelastic.adapters.rendezvous.backends import (
     supports_wait_any,
 )
 from tpelastic.adapters.rendezvous.bootstrap import BootstrapHost
-from tpelastic.adapters.rendezvous.driver import KeepAlive, execute_ops, run_join, run_member
+from tpelastic.adapters.rendezvous.driver import (
+    JoinStepRecorder,
+    KeepAlive,
+    execute_ops,
+    run_join,
+    run_member,
+)
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousError,
     RendezvousGracefulExitError,
@@ -145,7 +151,11 @@ class DynamicRendezvousHandler(RendezvousHandler):
         store_host: object | None = None,
         bootstrap_host: BootstrapHost | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        record_join_step: JoinStepRecorder | None = None,
     ) -> None:
+        self.record_join_step = record_join_step
+        """Called with every step of this node's joins (``rdzv.step`` events); None: off. The
+        agent sets it when its events are on."""
         if supports_leases(store) and not config.leased_liveness:
             # Every node of a run uses the same backend, so all of them judge liveness alike.
             config = evolve(config, leased_liveness=True)
@@ -295,6 +305,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
             # A join that loses the store resumes the node's place only while its own
             # heartbeats held: otherwise a peer may already have found it dead.
             heartbeats_held=self.keep_alive_healthy,
+            record_step=self.record_join_step,
         )
         self._joined = joined
         self._member = member.member_state(self._keys, self.node_id, joined.result)
