@@ -481,12 +481,20 @@ def test_scale_up_opens_the_round_after_ours() -> None:
     assert result.effects[2] == J
 
 
+def test_a_round_counting_fewer_restarts_than_the_node_keeps_the_nodes_count() -> None:
+    """The node opened an attempt in a round its peers had left: no round counts it, and the
+    node, rejecting every later round, would wait for ever. It trains, its count unchanged."""
+    result = ag.step(evolve(JOINING, restart_count=2), round_(count=1), CFG)
+    assert result.state.phase is P.RUNNING and result.state.restart_count == 2
+    (start,) = result.effects
+    assert isinstance(start, ag.StartWorkers) and start.restart_count == 2
+
+
 @pytest.mark.parametrize(
     ("state", "event"),
     [
         (JOINING, round_(size=4)),  # more nodes than max_nodes
         (evolve(JOINING, round=5), round_(n=5)),  # not a newer round
-        (evolve(JOINING, restart_count=2), round_(count=1)),  # count went backwards
         (JOINING, round_(rank=2, size=2)),  # rank outside the world
         (RUNNING, ag.NextRoundOpened(now=1.0, round=4, reason="old news")),
         (RUNNING, ag.WorkerStuck(now=1.0, local_rank=2, idle_for=1.0)),  # no such local rank

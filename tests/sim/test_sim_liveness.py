@@ -108,10 +108,6 @@ def test_a_run_with_long_pauses_finishes(
 # --- the failure modes of the fault runs, as scenarios (tests/sim/regressions/) ----------------
 
 REGRESSIONS = Path(__file__).parent / "regressions"
-STORE_HOST_DEATH = (
-    "survivors of the store host's death fence themselves and wait for ever instead of "
-    "ending (exits: store-host death known fast, terminal outcome)"
-)
 
 
 def _run_file(name: str) -> Cluster:
@@ -135,10 +131,43 @@ def test_pausing_every_node_in_turn_does_not_end_the_job() -> None:
     assert liveness_problems(cluster) == []
 
 
-@pytest.mark.xfail(strict=True, reason=STORE_HOST_DEATH)
-def test_the_store_hosts_death_ends_every_survivor() -> None:
+def test_S2_the_store_hosts_death_ends_every_survivor_at_the_keep_alive_expiry() -> None:
+    """O6 in the simulator: the store's host dies at 10 s; each survivor's store client finds
+    connections refused, waits the outage out for the keep-alive expiry (heartbeat_timeout, 3 s)
+    and then fails with the line naming the fix: exit 3 by 10 s + 3 s + a retry interval."""
     cluster = _run_file("store-host-dies.toml")
     assert liveness_problems(cluster) == []
+    ended = {r.node: r.t for r in cluster.records if r.name == "agent.ended"}
+    for name in ("node1", "node2"):
+        node = cluster.nodes[name]
+        assert node.status is Status.FAILED and node.agent.exit_code == 3, node
+        assert "tpelastic store" in node.failure and "keep-alive expiry" in node.failure
+        assert 13.0 <= ended[name] <= 14.5, ended
+    announced = [r.node for r in cluster.records if r.name == "store.outage"]
+    assert sorted(announced) == ["node1", "node2"]  # the first failure, once per survivor
+
+
+def test_S3_a_peers_loss_after_the_budget_is_spent_is_a_membership_change() -> None:
+    """The survivors' workers fail on the lost peer with the budget spent: they hold the failure
+    for the collateral window, the ring reports the peer dead, and the job goes on (A13)."""
+    cluster = _run_file("peer-loss-after-the-budget-is-spent.toml")
+    assert liveness_problems(cluster) == []
+    held = [r.node for r in cluster.records if r.name == "agent.warning"]
+    assert sorted(held) == ["node0", "node1"]  # both held their collateral failure
+    assert not any(r.name == "agent.ended" for r in cluster.records)
+    assert cluster.keys.closed() not in cluster.store
+    assert cluster.worlds() == {(1, 0): 2} and cluster.results()[1].restart_count == 2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a worker failure that a peer's loss explains still spends budget while budget is "
+    "left (restarted in place at once); the rule belongs in the agent table",
+)
+def test_a_peers_loss_with_budget_left_spends_no_budget() -> None:
+    cluster = _run_file("peer-loss-with-budget-left.toml")
+    assert liveness_problems(cluster) == []
+    assert not any(r.name == "agent.ended" for r in cluster.records), cluster.log[-6:]
 
 
 def test_a_paused_store_and_slow_messages_are_ridden_out() -> None:
@@ -203,9 +232,11 @@ def test_the_store_hosts_death_takes_the_store() -> None:
     cluster = _trio()
     faults.store_host_dies(cluster, "node0")
     assert cluster.nodes["node0"].status is Status.CRASHED
-    assert not cluster.store_up
-    cluster.advance(10)
-    assert all(cluster.nodes[n].status is Status.FENCED for n in ("node1", "node2"))
+    assert not cluster.store_up and cluster.store_gone
+    cluster.advance(5)  # fenced (keep-alive lapsed), re-joining, the outage not yet waited out
+    fenced = {r.node for r in cluster.records if r.name == "node.fenced"}
+    assert fenced == {"node1", "node2"}
+    assert all(cluster.nodes[n].retry_pending for n in ("node1", "node2"))
 
 
 def test_only_a_training_node_can_be_paused() -> None:
@@ -277,4 +308,4 @@ def test_S1_a_lone_node_whose_join_a_store_outage_cut_ends_within_the_settle_tim
     cluster = run_to_end(faults_)
     assert liveness_problems(cluster) == []
     assert cluster.nodes["node2"].status is Status.FAILED
-    assert cluster.nodes["node2"].failure.startswith("timeout: round 2")
+    assert "timeout: round 2" in cluster.nodes["node2"].failure

@@ -169,18 +169,19 @@ def test_a_scenario_flag_must_be_a_boolean() -> None:
         )
 
 
-def test_a_failure_that_cannot_open_its_attempt_stops_the_node_like_a_lost_rendezvous() -> None:
+def test_a_failure_whose_attempt_cannot_be_opened_holds_the_node_until_the_open_lands() -> None:
+    """The agent spent the unit and asked for the attempt; its handler retries the open (the
+    workers stay stopped) and, once the store answers, every member restarts as it."""
     cluster = formed(retry_after=1.0)
     cluster.partition("d")
     cluster.fail_workers("d")
     cluster.advance(0.05)
     node = cluster.nodes["d"]
-    assert node.status is Status.FAILED
-    assert node.failure == "connection: could not open attempt 1"
+    assert node.status is Status.HOLDING and node.retry_pending
     assert cluster.keys.attempt(0, 1) not in cluster.store  # nobody restarts: nothing opened
     assert cluster.worlds() == {(0, 0): 3}
     cluster.heal("d")
-    cluster.advance(6.0)  # it re-joins after retry_after; its world re-forms around it
-    assert cluster.worlds() == {(1, 0): 4}
-    assert cluster.results()[1].restart_count == 1  # the failure is spent in the new round
+    cluster.advance(2.0)  # the next retry lands; the members' held waits wake
+    assert cluster.worlds() == {(0, 1): 4}
+    assert node.agent.restart_count == 1
     assert not cluster.overlaps

@@ -41,12 +41,13 @@ def join_fresh(state: AgentState, event: ev.AgentStarted, config: AgentConfig) -
 
 
 def start_workers(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> Out:
+    count = max(state.restart_count, event.restart_count)  # see guards.round_fits
     new = evolve(
         state,
         round=event.round,
         group_rank=event.group_rank,
         group_world_size=event.group_world_size,
-        restart_count=event.restart_count,
+        restart_count=count,
         attempt=event.attempt,
         attempt_starts=(),
     )
@@ -54,7 +55,7 @@ def start_workers(state: AgentState, event: ev.RoundCompleted, config: AgentConf
         round=event.round,
         group_rank=event.group_rank,
         group_world_size=event.group_world_size,
-        restart_count=event.restart_count,
+        restart_count=count,
         local_world_size=state.local_world_size,
         attempt=event.attempt,
     )

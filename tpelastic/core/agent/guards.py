@@ -14,12 +14,13 @@ def _round_shape_ok(state: AgentState, event: ev.RoundCompleted, config: AgentCo
         event.round > state.round
         and event.group_rank < event.group_world_size
         and config.min_nodes <= event.group_world_size <= config.max_nodes
-        and event.restart_count >= state.restart_count
     )
 
 
 def round_fits(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> bool:
-    """Is the round newer, well formed, and within the restart budget?"""
+    """Is the round newer, well formed, and within the restart budget? A round may count fewer
+    restarts than this node did: an attempt it opened in a round its peers had already left is
+    in no round's count (the node keeps its own, higher count: it never decreases)."""
     in_budget = within_budget(event.restart_count, config.max_restarts)
     return _round_shape_ok(state, event, config) and in_budget
 

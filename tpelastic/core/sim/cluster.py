@@ -1,36 +1,39 @@
-"""A rendezvous cluster in virtual time: N nodes run the real join machine over a simulated store.
+"""A rendezvous cluster in virtual time: N nodes run the product's core over a simulated store.
 
-This is the harness the property tests, the scenario runner and the timeline demo drive. It runs
-the same :func:`tpelastic.core.rendezvous.join.step` the adapters run, never a reimplementation;
-only the store (a dict, each batch applied atomically), the network (a per-batch latency) and time
-(a heap of actions, :mod:`tpelastic.core.sim.queue`) are simulated. A member of a completed round
-behaves as an agent does between rounds: it heartbeats, holds its round watcher's wait on the
-watch keys (``membership.watch_ops``: the close, the next round's opened and arrivals, the round's
-next attempt) and so learns one latency after one is written that it must rejoin (the next round
-opened), open the next round (nodes wait and there is room), stop (closed) or restart its workers
-in place (the next attempt opened); it also looks once per heartbeat interval (the same keys, and
-its ring successor's heartbeat), and fences itself when its own heartbeats fail for longer than
-``heartbeat_timeout - heartbeat_interval`` (before anyone can declare it dead).
+This is the harness the property tests, the scenario runner and the timeline demo drive. Every
+node steps the same :func:`tpelastic.core.rendezvous.join.step` and the same composed core
+(:func:`tpelastic.core.node.node_step`: membership machine, agent table, restart budget) the
+adapters run, never a reimplementation; only the store (a dict, each batch applied atomically),
+the network (a per-batch latency) and time (a heap of actions, :mod:`tpelastic.core.sim.queue`)
+are simulated. Between rounds a member heartbeats, holds its round watcher's wait on the watch
+keys (``membership.watch_ops``: the close, the next round's opened and arrivals, the round's
+next attempt) and looks once per heartbeat interval (the same keys, and its ring successor's
+heartbeat); what a look means, what a lapsed keep-alive means and what a worker failure costs
+are its core's decisions (:mod:`tpelastic.core.sim.agents`).
 
 Driving the join machine itself (store batches, latency, waits, connection failures) is
 :mod:`tpelastic.core.sim.joining`; restarts in place and the held waits are
-:mod:`tpelastic.core.sim.restarting`;
-virtual time is :mod:`tpelastic.core.sim.queue`.
+:mod:`tpelastic.core.sim.restarting`; the node's core and its effects are
+:mod:`tpelastic.core.sim.agents`; virtual time is :mod:`tpelastic.core.sim.queue`.
 """
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 from attrs import define, field
 
+from tpelastic.core import agent as ag
+from tpelastic.core.membership import keep_alive_lapsed
 from tpelastic.core.rendezvous import membership
 from tpelastic.core.rendezvous.ops import Get, Op, Reply
 from tpelastic.core.rendezvous.records import RoundResult, decode_counter
+from tpelastic.core.sim.agents import AgentDriver
 from tpelastic.core.sim.joining import MAX_STEPS_WITHOUT_WAITING
 from tpelastic.core.sim.nodes import SimNode, SimRecord, Status
 from tpelastic.core.sim.queue import SimulationStuck
-from tpelastic.core.sim.restarting import RestartDriver
+from tpelastic.core.sim.restarting import MEMBER
 
 __all__ = [
     "MAX_STEPS_WITHOUT_WAITING",
@@ -45,10 +48,11 @@ __all__ = [
 # What a look at the next round says depends only on the three replies (immutable bytes), and at
 # a given moment every member sees the same ones: decode each distinct answer once.
 _read_watch = lru_cache(maxsize=256)(membership.read_watch)
+SIGTERM = 15  # what a graceful leave is to the agent (the core imports no signal module)
 
 
 @define
-class Cluster(RestartDriver):
+class Cluster(AgentDriver):
     """All nodes of one run. Every method is deterministic; time moves only in :meth:`advance`.
 
     Attributes (see :class:`~tpelastic.core.sim.joining.JoinDriver` and
@@ -75,35 +79,50 @@ class Cluster(RestartDriver):
         self.nodes[name] = node
         self._note(node, "node.started", f"{name} started")
         self._send_beat(node)
-        self._begin_join(node, "first", None)
+        self._step(node, ag.AgentStarted(now=self.now))
         self._settle()
 
     def crash(self, name: str) -> None:
         """The node dies without a goodbye: no more heartbeats, no more steps."""
         node = self.nodes[name]
+        world = node.world if node.status is Status.TRAINING else None
         self._set_status(node, Status.CRASHED, None)
         self._drop_wait(node)
         node.beating = False
         node.gen += 1
         self._note(node, "node.crashed", f"{name} crashed")
+        if world is not None and self.peer_loss_fails_workers:
+            self._fail_peers_of(world, name)
         self._settle()
+
+    def _fail_peers_of(self, world: RoundResult, lost: str) -> None:
+        """The workers of every peer training in ``world`` fail on the lost peer's connection."""
+        peers = [self.nodes[p.node] for p in world.participants if p.node != lost]
+        round_no = world.round_no
+
+        def fail() -> None:
+            for peer in peers:
+                same = peer.world is not None and peer.world.round_no == round_no
+                if peer.status is Status.TRAINING and same and not peer.paused:
+                    self._note(peer, "workers.failed", f"{peer.name} workers failed ({lost} lost)")
+                    self._workers_failed(peer, f"connection closed by peer ({lost})")
+
+        self.queue.schedule(self.now + self.peer_loss_delay, fail)
 
     def leave(self, name: str) -> None:
         """A graceful leave of a training member: the others form a new round without it."""
         node = self.nodes[name]
         if node.status is not Status.TRAINING or node.world is None:
             raise ValueError(f"node {name} is not training; only a member can leave")
-        self._send(node, membership.leave_ops(self.keys, node.world, name))
-        self._set_status(node, Status.LEFT, None)
-        node.beating = False
-        node.gen += 1
         self._note(node, "node.left", f"{name} left gracefully")
+        self._signalled(node, SIGTERM)  # the agent leaves the rendezvous and ends
+        node.beating = False
         self._settle()
 
     def fail_workers(self, name: str) -> None:
-        """The node's workers failed (one budget unit): it opens the next attempt of its round
-        and every member restarts in place, or (``restart_in_place`` off) it reports the
-        failure and rejoins."""
+        """The node's workers failed: its agent decides (with budget left it opens the next
+        attempt of its round and every member restarts in place, or with ``restart_in_place``
+        off it reports the failure and rejoins; with the budget spent the job fails)."""
         node = self.nodes[name]
         world = node.world
         if node.status is not Status.TRAINING or world is None:
@@ -115,10 +134,10 @@ class Cluster(RestartDriver):
             round=world.round_no,
             attempt=node.attempt,
         )
-        if self.restart_in_place:
-            self._open_attempt(node, world)
-        else:
-            self._begin_join(node, "failure", world.round_no)
+        if node.paused:  # a stopped agent sees its workers' exits when it resumes
+            node.failed_while_paused = True
+            return
+        self._workers_failed(node, "workers failed")
         self._settle()
 
     def lose_heartbeats(self, name: str) -> None:
@@ -138,11 +157,10 @@ class Cluster(RestartDriver):
         self._settle()
 
     def heal(self, name: str) -> None:
-        """End a partition of the node; a node that fenced itself rejoins."""
+        """End a partition of the node (a join it retries reaches the store again)."""
         node = self.nodes[name]
         node.partitioned = False
         self._note(node, "node.healed", f"{name} reaches the store again")
-        self._reconnect([node])
         self._settle()
 
     def store_unavailable(self) -> None:
@@ -153,10 +171,9 @@ class Cluster(RestartDriver):
         self._settle()
 
     def store_available(self) -> None:
-        """The store answers again; nodes that fenced themselves rejoin."""
+        """The store answers again (joins being retried reach it)."""
         self.store_up = True
         self._note(None, "store.available", "the store is available again")
-        self._reconnect(list(self.nodes.values()))
         self._settle()
 
     def slow(self, name: str, extra_latency: float) -> None:
@@ -172,8 +189,15 @@ class Cluster(RestartDriver):
     def fence_deadline(self, node: SimNode) -> float:
         """Past this instant a node whose heartbeats fail may not train: peers may soon declare it
         dead (they need ``heartbeat_timeout`` since its last good beat), so it fences first."""
-        margin = self.config.heartbeat_timeout - self.config.heartbeat_interval
-        return node.last_good_beat + margin
+        config, last = self.config, node.last_good_beat
+        deadline = last + (config.heartbeat_timeout - config.heartbeat_interval)
+        # The first instant the membership machine's own arithmetic calls it lapsed (a float
+        # sum can fall one ulp short of it, and a check at that instant would find nothing).
+        while not keep_alive_lapsed(
+            deadline, last, config.heartbeat_timeout, config.heartbeat_interval
+        ):
+            deadline = math.nextafter(deadline, math.inf)
+        return deadline
 
     def close(self, name: str, outcome: str = "succeeded") -> None:
         node = self.nodes[name]
@@ -207,12 +231,13 @@ class Cluster(RestartDriver):
             return
         # An agent waiting to retry a join keeps its keep-alive running, as the real one does.
         retrying = node.status is Status.FAILED and node.retry_pending
-        if node.status not in (Status.JOINING, Status.TRAINING) and not retrying:
+        if node.status not in (Status.JOINING, *MEMBER) and not retrying:
             return
         node.last_beat = self.now
         if node.beating:
             self._send_beat(node)
-        if node.status is Status.TRAINING and node.beating and node.world is not None:
+        looks = node.status in MEMBER and not node.retry_pending  # (not while an open retries)
+        if looks and node.beating and node.world is not None:
             self._watch(node, node.world)
         self._arm_tick(node)
 
@@ -249,11 +274,8 @@ class Cluster(RestartDriver):
         if node.paused:  # a stopped process checks nothing; it looks when it resumes
             return
         if node.status is Status.TRAINING and self._heart_failing(node):
-            if self.now >= self.fence_deadline(node):
-                self._set_status(node, Status.FENCED, None)
-                node.gen += 1
-                self._note(node, "node.fenced", f"{node.name} fenced itself (heartbeats failing)")
-            else:
+            self._read_keep_alive(node)  # the membership machine decides whether it lapsed
+            if node.status is Status.TRAINING:
                 self._arm_fence(node)
 
     def _watch(self, node: SimNode, world: RoundResult) -> None:
@@ -264,8 +286,11 @@ class Cluster(RestartDriver):
             ops += (Get(self.keys.heartbeat(successor)),)
 
         def seen(replies: tuple[Reply, ...] | None) -> None:
-            # A failed look (store unreachable) is skipped: the heartbeats decide about fencing.
-            if replies is not None and node.status is Status.TRAINING and node.world is world:
+            if node.status not in MEMBER or node.world is not world:
+                return
+            if replies is None:
+                self._look_failed(node)
+            else:
                 self._after_watch(node, world, replies, successor, attempt)
 
         self._request(node, ops, seen)
@@ -293,9 +318,7 @@ class Cluster(RestartDriver):
         counter = decode_counter(beat if isinstance(beat, bytes) else None)
         node.ring = node.ring.observe(successor, counter, self.now)
         if node.ring.is_dead(successor, self.now, self.config.heartbeat_timeout):
-            self._note(node, "node.found_dead", f"{node.name} found {successor} dead")
-            self._send(node, membership.report_dead_ops(self.keys, world, successor))
-            self._begin_join(node, "membership", world.round_no)
+            self._peer_found_dead(node, world, successor)
 
     def _look_held(self, node: SimNode, world: RoundResult) -> None:
         # The held wait's answer is the look: the keys as they are now, one latency after the
@@ -308,36 +331,15 @@ class Cluster(RestartDriver):
     def _act_on(
         self, node: SimNode, world: RoundResult, seen: membership.RoundWatch, attempt: int
     ) -> bool:
-        """What a member does about a look at its round's watch keys (taken while it ran
-        ``attempt``); False when nothing ends its world (the ring check is next)."""
+        """A look at the round's watch keys (taken while the node ran ``attempt``), decided by
+        the node's membership machine and agent; False when it was no news (the ring check is
+        next)."""
         if node.paused:  # a stopped process acts on nothing; it looks again when it resumes
             return True
-        # The look read whether the attempt after ``attempt`` opened; the node may have
-        # learned of it (or later ones) meanwhile through its held wait.
-        newer = seen.next_attempt is not None and node.attempt == attempt
-        if seen.closed is not None:
-            self._set_status(node, Status.FAILED, None)
-            node.failure = f"closed: {seen.closed.outcome}"
-        elif seen.next_opened is not None:
-            self._begin_join(node, "rejoin", world.round_no, attempt + 1 if newer else 0)
-        elif newer:
-            self._restart(node, world, attempt + 1)
-        elif seen.waiting > 0 and world.world_size < self.config.max_nodes:
-            self._begin_join(node, "scale_up", world.round_no)
-        else:
-            return False
-        return True
+        return self._look_found(node, world, seen, attempt)
 
     def _cut_off(self, nodes: list[SimNode]) -> None:
         for node in nodes:
             if node.status is Status.JOINING and node.wait is not None:
                 self._connection_lost(node)
             self._arm_fence(node)
-
-    def _reconnect(self, nodes: list[SimNode]) -> None:
-        for node in nodes:
-            if node.status is Status.FENCED and node.beating and self._reachable(node):
-                # Its world may still train without it: open the next round so all rejoin.
-                self._begin_join(node, "membership", node.last_round)
-
-    # --- the store, seen from a node -----------------------------------------------------------

@@ -41,16 +41,14 @@ def resume_node(cluster: Cluster, name: str) -> None:
     node.beating = node.beating_before_pause
     cluster._note(node, "node.resumed", f"{name} resumed")
     if node.status is Status.TRAINING and node.world is not None:
-        if cluster.now >= cluster.fence_deadline(node):
-            # keep_alive_healthy's arithmetic on a clock that jumped: the last beat that landed
-            # is too old, peers may have declared the node dead, so it stops its workers.
-            cluster._set_status(node, Status.FENCED, None)
-            node.gen += 1
-            cluster._note(node, "node.fenced", f"{name} fenced itself (late keep-alive)")
-            # Fencing is not failing (specs/agent.md, A12): it re-joins once the store answers.
-            cluster._reconnect([node])
-        else:
+        # Its clock jumped: the membership machine reads its keep-alive (a lapse fences it and
+        # it re-joins at once, specs/agent.md A12); a node still training looks at its round.
+        cluster._read_keep_alive(node)
+        if node.status is Status.TRAINING and node.failed_while_paused:
+            cluster._workers_failed(node, "workers failed")
+        if node.status is Status.TRAINING and node.world is not None:
             cluster._watch(node, node.world)
+    node.failed_while_paused = False
     cluster._arm_tick(node)
     cluster._settle()
 
@@ -68,17 +66,17 @@ def pause_store(cluster: Cluster, seconds: float) -> None:
 
 
 def resume_store(cluster: Cluster) -> None:
-    """The paused store answers again; nodes that fenced themselves meanwhile rejoin."""
+    """The paused store answers again (the batches it held get their replies)."""
     if cluster.now < cluster.store_paused_until:
         return  # a later pause extended this one
     cluster._note(None, "store.resumed", "the store answers again")
-    cluster._reconnect(list(cluster.nodes.values()))
     cluster._settle()
 
 
 def store_host_dies(cluster: Cluster, name: str) -> None:
     """The node hosting the store crashes: the store is gone for good."""
     cluster._note(cluster.nodes[name], "store.host_died", f"{name}, the store's host, died")
+    cluster.store_gone = True  # nothing listens at its address: connections are refused
     cluster.crash(name)
     cluster.store_unavailable()
 

@@ -36,6 +36,7 @@ from tpelastic.core.sim.store import SimStore
 from tpelastic.core.values import Emit, Rejected
 
 MAX_STEPS_WITHOUT_WAITING = 10_000
+CONNECTION_LOST = "the store could not be reached"
 # Immutable starting values, shared by every node instead of built per join.
 FRESH_JOIN = JoinState()
 FRESH_RING = LivenessTracker()
@@ -129,6 +130,20 @@ class JoinDriver:
     def _started_training(self, node: SimNode) -> None:
         """A node just started training in a round (attempt 0): it begins to watch it."""
 
+    def _join_succeeded(self, node: SimNode, done: JoinSucceeded) -> None:
+        """The join machine formed a round with the node (the agent decides what follows)."""
+        self._complete(node, done)
+
+    def _join_ended(self, node: SimNode, failed: JoinFailed) -> None:
+        """The join ended without a round and without a retry (the agent decides)."""
+        self._join_failed(node, f"{failed.kind}: {failed.reason}")
+
+    def _store_call_failed(self, node: SimNode) -> None:
+        """A batch of the node's could not reach the store (its store client's view)."""
+
+    def _store_call_ok(self, node: SimNode) -> None:
+        """A batch of the node's reached the store while it counted an outage."""
+
     def _fire_held(self) -> None:
         """A batch wrote keys that held waits were placed on (``sim_store.fired``)."""
         self.sim_store.fired = []
@@ -144,7 +159,10 @@ class JoinDriver:
         """Apply a batch that reaches the store now; None when it cannot reach it."""
         if not self._reachable(node):
             self.sim_store.failed_batches += 1
+            self._store_call_failed(node)
             return None
+        if node.outage is not None:
+            self._store_call_ok(node)
         replies, woken = self.sim_store.apply(ops)
         for name, token in woken:
             self._wake(self.nodes[name], token)
@@ -203,13 +221,21 @@ class JoinDriver:
     # --- driving the join machine --------------------------------------------------------------
 
     def _begin_join(
-        self, node: SimNode, reason: str, from_round: int | None, seen_attempt: int = 0
+        self,
+        node: SimNode,
+        reason: str,
+        from_round: int | None,
+        seen_attempt: int = 0,
+        charged_attempt: int | None = None,
     ) -> None:
         """Start a join. ``seen_attempt``: an attempt of ``from_round`` the node saw opened
-        (and did not run); the join reports the higher of it and the attempt it ran."""
+        (and did not run); the join reports the higher of it and the attempt it ran, or no more
+        than ``charged_attempt`` (a peer's loss refunded the newer ones)."""
         attempt = 0
         if from_round is not None and from_round == node.last_round:
             attempt = max(node.attempt, seen_attempt)
+            if charged_attempt is not None:
+                attempt = min(attempt, charged_attempt)
         event = JoinRequested(
             run_id=self.keys.run_id,
             node=node.name,
@@ -264,9 +290,9 @@ class JoinDriver:
         if isinstance(effect, StoreWait):
             return self._store_wait(node, effect)
         if isinstance(effect, JoinSucceeded):
-            self._complete(node, effect)
+            self._join_succeeded(node, effect)
         elif isinstance(effect, JoinFailed):
-            self._join_failed(node, f"{effect.kind}: {effect.reason}")
+            self._join_ended(node, effect)
         elif isinstance(effect, Emit):
             self._note(node, effect.name, "", **effect.as_dict())
         elif isinstance(effect, Rejected):
@@ -320,10 +346,14 @@ class JoinDriver:
 
     def _connection_lost(self, node: SimNode) -> None:
         """What the real driver does when the store fails mid-join: the join ends with a
-        connection error; the agent then retries later or exits."""
+        connection error, and the handler retries it after ``retry_after`` until the outage is
+        waited out (``store_lost``); then, or without a retry policy, the agent is told."""
         lost = node.join  # a phase that sent a store request: neither idle nor over
-        self._join_failed(node, "connection: the store could not be reached")
-        if self.retry_after is not None:
+        if self.retry_after is None or node.store_lost:
+            reason = node.store_lost or CONNECTION_LOST
+            self._join_ended(node, JoinFailed(kind="connection", reason=reason))
+        else:
+            self._join_failed(node, f"connection: {CONNECTION_LOST}")
             gen = node.gen
             node.retry_pending = True
 

@@ -2,12 +2,14 @@
 
 A run is judged at its end, after the faults stopped and :func:`settle_time` passed:
 
-* when the store answers and at least ``min_nodes`` nodes are up (not crashed, not left), every
-  node that is up trains in one round (up to ``max_nodes`` of them; the rest may still join);
-  none gave up (a failed join other than a close: the simulator has no restart budget, so
-  every such failure is a give-up with budget left), none is fenced or still joining;
+* once the rendezvous is closed (a terminal outcome: an agent whose budget is spent failed the
+  job, or the job ended), every node that is up has ended;
+* otherwise, when the store answers and at least ``min_nodes`` nodes are up (not crashed, not
+  left), every node that is up trains in one round (up to ``max_nodes`` of them; the rest may
+  still join); none gave up (its agent ended: with budget left that is always wrong, and with
+  the budget spent the agent closes the rendezvous for everyone), none is joining or holding;
 * otherwise (the store is gone for good, or too few nodes are up) every node that is up has
-  ended (failed with its reason) or trains in a round: none is fenced or joining for ever.
+  ended (failed with its reason) or trains in a round: none joins or holds for ever.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tpelastic.core.sim.cluster import Cluster
 from tpelastic.core.sim.nodes import Status
 
 _GONE = (Status.CRASHED, Status.LEFT)
+_STUCK = (Status.JOINING, Status.HOLDING)
 
 
 def settle_time(config: RendezvousConfig, latency: float = 0.0, retry_after: float = 0.0) -> float:
@@ -49,13 +52,26 @@ def liveness_problems(cluster: Cluster) -> list[str]:
     """What breaks the property at the cluster's present instant (empty: it holds)."""
     config = cluster.config
     up = [node for node in cluster.nodes.values() if node.status not in _GONE]
+    if cluster.keys.closed() in cluster.store:
+        return [
+            f"{node.name} is {node.status.value} after the close"
+            for node in up
+            if node.status is not Status.FAILED
+        ]
     store_answers = cluster.store_up and cluster.now >= cluster.store_paused_until
     problems: list[str] = []
     if store_answers and len(up) >= config.min_nodes:
         for node in up:
-            if node.status is Status.FAILED and not node.failure.startswith("closed"):
-                problems.append(f"{node.name} gave up ({node.failure}) with {len(up)} nodes up")
-            elif node.status in (Status.FENCED, Status.JOINING):
+            if node.retry_pending:
+                problems.append(f"{node.name} still retries the store")
+            elif node.status is Status.FAILED and not node.failure.startswith("closed"):
+                used = f"{node.agent.restart_count} of {cluster.agent_config.max_restarts}"
+                budget = "budget left" if cluster.budget_left(node) else "the budget spent"
+                problems.append(
+                    f"{node.name} gave up ({node.failure}) with {len(up)} nodes up and "
+                    f"{budget} ({used} restarts used)"
+                )
+            elif node.status in _STUCK:
                 problems.append(f"{node.name} is {node.status.value} for ever")
         training = [node for node in up if node.status is Status.TRAINING]
         rounds = {node.world.round_no for node in training if node.world is not None}
@@ -68,8 +84,10 @@ def liveness_problems(cluster: Cluster) -> list[str]:
             problems = [p for p in problems if "joining" not in p]
         return problems
     for node in up:
-        if node.status in (Status.FENCED, Status.JOINING):
+        if node.status in _STUCK:
             problems.append(f"{node.name} is {node.status.value} for ever (nothing can go on)")
+        elif node.retry_pending:
+            problems.append(f"{node.name} retries the store for ever (nothing can go on)")
     return problems
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import enum
 
-from attrs import define, field, frozen
+from attrs import define, evolve, field, frozen
 
+from tpelastic.core.agent.states import AgentState
+from tpelastic.core.node import NodeState
 from tpelastic.core.rendezvous.liveness import LivenessTracker
-from tpelastic.core.rendezvous.ops import StoreWait
+from tpelastic.core.rendezvous.ops import JoinSucceeded, StoreWait
 from tpelastic.core.rendezvous.records import RoundResult
 from tpelastic.core.rendezvous.state import JoinState
+from tpelastic.core.store_outage import Outage
 
 
 class Status(enum.Enum):
@@ -18,7 +21,9 @@ class Status(enum.Enum):
     FAILED = "failed"  # the join ended without a round (closed, timeout, corrupt, connection)
     LEFT = "left"
     CRASHED = "crashed"
-    FENCED = "fenced"
+    # The agent holds a failure (workers stopped, the collateral window) or retries opening
+    # an attempt: a member of its world that does not train, and keeps beating and looking.
+    HOLDING = "holding"
 
 
 @frozen(kw_only=True)
@@ -31,9 +36,24 @@ class SimRecord:
     fields: tuple[tuple[str, object], ...] = ()
 
 
+# Immutable starting value, shared by every node (a simulated agent runs one local worker).
+FRESH_NODE_STATE = NodeState(agent=AgentState())
+
+
 @define
 class SimNode:
     name: str
+    # The product's composed core this node runs (tpelastic.core.node; sim.agents steps it),
+    # held as a state and the node's rank in its world: members that took one shared step
+    # (AgentDriver._step's ``alike``) hold the same state object until their own is read.
+    shared_core: NodeState = FRESH_NODE_STATE
+    own_rank: int | None = None  # None: ``shared_core`` is this node's state as it is
+    # The join the agent's RoundCompleted came from, until its StartWorkers is carried out.
+    joined: JoinSucceeded | None = None
+    # Hints for the join the agent asks for next: the reason a round was opened with, and an
+    # attempt of the node's round it saw opened but did not run (reported by the join).
+    join_reason: str = ""
+    seen_attempt: int = 0
     status: Status = Status.JOINING
     join: JoinState = field(factory=JoinState)
     world: RoundResult | None = None
@@ -65,3 +85,39 @@ class SimNode:
     # wait for the resume; ``beating`` is what it was before the pause.
     paused: bool = False
     beating_before_pause: bool = True
+    # Its workers failed while it was stopped: its agent sees the exits when it resumes.
+    failed_while_paused: bool = False
+    # The store outage its store client is in (core.store_outage), its failed calls in a row,
+    # and, once the outage is waited out, the one line every further call fails with.
+    outage: Outage | None = None
+    store_tries: int = 0
+    store_lost: str = ""
+
+    @property
+    def core(self) -> NodeState:
+        """The node's state in the product's core (its own rank in it)."""
+        state = self.shared_core
+        if self.own_rank is not None:
+            if state.agent.group_rank != self.own_rank:
+                agent = evolve(state.agent, group_rank=self.own_rank)
+                state = self.shared_core = NodeState(agent=agent, member=state.member)
+            self.own_rank = None
+        return state
+
+    @core.setter
+    def core(self, state: NodeState) -> None:
+        self.shared_core, self.own_rank = state, None
+
+    def share_core(self, state: NodeState, rank: int) -> None:
+        """Take ``state`` (another member's, equal to this node's but for the rank) as its own."""
+        self.shared_core, self.own_rank = state, rank
+
+    @property
+    def agent(self) -> AgentState:
+        """The node's agent state (phase, round, rank, the restart count it knows)."""
+        return self.core.agent
+
+    @property
+    def agent_but_rank(self) -> AgentState:
+        """The node's agent state, its ``group_rank`` possibly another member's (cheap)."""
+        return self.shared_core.agent

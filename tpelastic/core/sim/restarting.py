@@ -1,13 +1,12 @@
 """Restarting a round's workers in place, in the simulator (attempts within a round), and the
 members' held waits on the keys that end their world.
 
-A training node whose workers fail, with ``restart_in_place`` on, does not re-join: it opens the
-next attempt of its round (:func:`tpelastic.core.rendezvous.attempts.open_attempt_ops`, one
-set-if-absent through the simulated store, with latency) and, once the store answered, restarts
-its own workers as that attempt (the real agent opens the attempt, then starts its workers).
-When the store cannot be reached the open fails as a lost rendezvous does: the node stops
-(``FAILED``) and, with ``retry_after``, re-joins later reporting the failure, so its world
-re-forms around it and the new round spends the unit.
+A training node whose workers fail, with ``restart_in_place`` on and budget left, does not
+re-join: its agent opens the next attempt of its round
+(:func:`tpelastic.core.rendezvous.attempts.open_attempt_ops`, one set-if-absent through the
+simulated store, with latency) and, once the store answered, restarts its own workers as that
+attempt (the real agent opens the attempt, then starts its workers). When the store cannot be
+reached the node's handler retries the open (:mod:`tpelastic.core.sim.agents`).
 
 Every member learns of the attempt as the real agent does: its round watcher holds a wait on the
 watch keys, so a member wakes one latency after the key is set (and its periodic look at the
@@ -16,11 +15,9 @@ learns of attempt ``n`` restarts as ``n`` and holds a wait on ``n + 1``. The job
 count of attempt ``n`` is the round's count plus ``n``; a member's next join reports the highest
 attempt it reached, and the next round's closer carries it (R16).
 
-The simulator has no restart budget (no ``max_restarts``): every failure of a training node
-restarts in place, as an agent with budget left does. Membership changes (crash, leave, late
-join, partition, heartbeat loss) re-form rounds as before; with ``restart_in_place`` off a
-failure re-forms the round too (the failed node re-joins reporting the failure), which is what an
-agent does when its rendezvous cannot restart in place.
+Whether a failure restarts in place, re-joins or ends the job is the node's agent's decision
+(:mod:`tpelastic.core.sim.agents`); this module carries out the restart it asks for. Membership
+changes (crash, leave, late join, partition, heartbeat loss) re-form rounds as before.
 
 Checks (kept in ``overlaps`` like two rounds training side by side; specs/rendezvous_join.md,
 R17): a node's attempts of one round only move forward, and a node runs only attempts the store
@@ -48,10 +45,12 @@ from collections.abc import Callable
 from attrs import define, field
 
 from tpelastic.core.rendezvous import attempts
-from tpelastic.core.rendezvous.ops import Reply
 from tpelastic.core.rendezvous.records import RoundResult
 from tpelastic.core.sim.joining import JoinDriver
 from tpelastic.core.sim.nodes import SimNode, Status
+
+# A node that is a member of its world: training, or holding a failure with its workers stopped.
+MEMBER = (Status.TRAINING, Status.HOLDING)
 
 # A held wait: the member, the world it trains in, and the attempt whose opening it waits for.
 Held = tuple[SimNode, RoundResult, int]
@@ -82,41 +81,7 @@ class RestartDriver(JoinDriver):
     # on: a write to one makes its members look, not restart.
     _look_keys: set[str] = field(factory=set, alias="_look_keys")
 
-    # --- opening an attempt --------------------------------------------------------------------
-
-    def _open_attempt(self, node: SimNode, world: RoundResult) -> None:
-        """``node``'s workers failed: open the next attempt of its round, then restart as it."""
-        attempt = node.attempt + 1
-        ops = attempts.open_attempt_ops(self.keys, world.round_no, attempt, "failure")
-        # Recovery is timed from the first failure that asked for this attempt.
-        self.attempt_times.setdefault((world.round_no, attempt), [self.now, self.now, 0.0])
-
-        def opened(replies: tuple[Reply, ...] | None) -> None:
-            if node.status is not Status.TRAINING or node.world is not world:
-                return
-            if replies is None:
-                self._open_failed(node, world, attempt)
-            elif node.attempt < attempt:  # (not woken for it meanwhile by another's open)
-                self._restart(node, world, attempt)
-
-        self._request(node, ops, opened)
-
-    def _open_failed(self, node: SimNode, world: RoundResult, attempt: int) -> None:
-        """The store was out of reach: as a lost rendezvous, the node stops; with a retry
-        policy it re-joins later reporting the failure (its world re-forms around it)."""
-        times = self.attempt_times.get((world.round_no, attempt))
-        if times is not None and not times[2]:
-            del self.attempt_times[(world.round_no, attempt)]  # never opened: no such attempt
-        self._join_failed(node, f"connection: could not open attempt {attempt}")
-        if self.retry_after is not None:
-            gen, round_no = node.gen, world.round_no
-            node.retry_pending = True
-
-            def rejoin() -> None:
-                if node.gen == gen and node.status is Status.FAILED:
-                    self._begin_join(node, "failure", round_no)
-
-            self.queue.schedule(self.now + self.retry_after, rejoin)
+    # --- restarting as an attempt -------------------------------------------------------------
 
     def _restart(self, node: SimNode, world: RoundResult, attempt: int) -> None:
         """The node's workers stop and start again as ``attempt`` of its round."""
@@ -256,13 +221,14 @@ class RestartDriver(JoinDriver):
         """Members whose held wait on a world-ending key fired look at once (in placement
         order); a stale wait (the member moved on) or one that cannot reach the store now is
         dropped, and the member's periodic look finds the key later."""
-        training, store_up = Status.TRAINING, self.store_up
+        store_up = self.store_up
         for node, world, _ in entries:
             # A member whose wait fired on two keys (opened, then arrivals) and that rejoined
             # on the first is no longer in ``world``: the second is stale.
             if (
                 node.world is world
-                and node.status is training
+                and node.status in MEMBER
+                and not node.retry_pending
                 and node.beating
                 and store_up
                 and not node.partitioned
@@ -290,5 +256,8 @@ class RestartDriver(JoinDriver):
             and not node.partitioned
         ]
         if ready:
-            attempt = entries[0][2]
-            self._restart_all(ready, ready[0][1].round_no, attempt - 1, attempt)
+            self._learned_attempt(ready, entries[0][2])
+
+    def _learned_attempt(self, members: list[tuple[SimNode, RoundResult]], attempt: int) -> None:
+        """``members``, running the attempt before ``attempt``, learned that it opened."""
+        self._restart_all(members, members[0][1].round_no, attempt - 1, attempt)

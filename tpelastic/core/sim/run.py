@@ -131,6 +131,9 @@ def build_cluster(scenario: Scenario, *, detail: bool = True) -> Cluster:
         retry_after=retry,
         detail=detail,
         restart_in_place=scenario.restart_in_place,
+        max_restarts=scenario.max_restarts,
+        peer_loss_fails_workers=scenario.peer_loss_fails_workers,
+        read_timeout=scenario.read_timeout,
     )
 
 

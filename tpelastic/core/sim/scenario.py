@@ -101,8 +101,17 @@ class Scenario:
     # A worker failure restarts the round's workers in place as its next attempt (True), or the
     # failed node re-joins and the round re-forms (False: a rendezvous without attempts).
     restart_in_place: bool = True
+    # The job's restart budget (None: unbounded, every failure of a training node restarts).
+    max_restarts: int | None = None
+    # A crash fails the workers of the peers training with the crashed node (as collective
+    # workers fail on a lost peer), so the agents see a peer's loss as worker failures first.
+    peer_loss_fails_workers: bool = False
+    # How long a store that does not answer is waited out (a refused one: heartbeat_timeout).
+    read_timeout: float = field(default=60.0, validator=_non_negative)
 
     def __attrs_post_init__(self) -> None:
+        if self.max_restarts is not None and self.max_restarts < 0:
+            raise ScenarioError(f"max_restarts must be >= 0, got {self.max_restarts}")
         if self.nodes < 0:
             raise ScenarioError(f"nodes must be >= 0, got {self.nodes}")
         if self.on_store_error not in STORE_ERROR_POLICIES:
@@ -123,6 +132,7 @@ _CONFIG_KEYS = (
 _TOP_KEYS = frozenset(
     {"name", "nodes", "duration", "seed", "latency", "start_spread", "on_store_error"}
     | {"retry_after", "faults", "rates", "restart_in_place", *_CONFIG_KEYS}
+    | {"max_restarts", "peer_loss_fails_workers", "read_timeout"}
 )
 
 
@@ -155,6 +165,9 @@ def scenario_from_dict(data: Mapping[str, Any]) -> Scenario:
             faults=tuple(_fault(f, i) for i, f in enumerate(_list(data, "faults"))),
             rates=tuple(_rate(r, i) for i, r in enumerate(_list(data, "rates"))),
             restart_in_place=_flag(data, "restart_in_place", True),
+            max_restarts=int(_number(data, "max_restarts")) if "max_restarts" in data else None,
+            peer_loss_fails_workers=_flag(data, "peer_loss_fails_workers", False),
+            read_timeout=float(_number(data, "read_timeout", 60.0)),
         )
     except ScenarioError:
         raise
