@@ -311,9 +311,8 @@ class AgentDriver(RestartDriver):
         self._note(node, "node.found_dead", f"{node.name} found {peer} dead")
         self._send(node, rz_membership.report_dead_ops(self.keys, world, peer))
         node.join_reason = "membership"
-        opened = ag.NextRoundOpened(
-            now=self.now, round=world.round_no + 1, reason=f"membership: {peer} found dead"
-        )
+        # The reason the report writes as the next round's opening (a peer's loss).
+        opened = ag.NextRoundOpened(now=self.now, round=world.round_no + 1, reason="membership")
         self._step(node, opened)
         node.join_reason = ""
 
