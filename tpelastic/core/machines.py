@@ -7,7 +7,7 @@ from tpelastic.core.table import Table
 
 def all_tables() -> tuple[Table, ...]:
     """The validated tables of every machine (each is built once, at its module's import)."""
-    from tpelastic.core import agent, membership, store_failover, worker, worker_group
+    from tpelastic.core import agent, membership, worker, worker_group
     from tpelastic.core.rendezvous import join, join_retry, member, peer_wait
 
     tables: list[Table] = []
@@ -19,5 +19,4 @@ def all_tables() -> tuple[Table, ...]:
     tables.append(worker_group.TABLE)
     tables.append(agent.TABLE)
     tables.append(membership.TABLE)
-    tables.append(store_failover.TABLE)
     return tuple(tables)
