@@ -8,9 +8,9 @@ record of what it did.
    not end exits non-zero while the job's own failures had not spent the budget.
 4. Progress: after every fault, steps go beyond the last step before it (unless the job then
    failed cleanly), and every world resumes from the newest checkpoint.
-5. Budget: the restart count the workers are started with is the number of the job's own faults
-   (worker kills) before their start: one count for the job, or per node where each agent counts
-   its own (torchrun, tensorplay's run).
+5. Budget: the restart count the last workers are started with is the number of the job's own
+   faults (worker kills) before their start: one count for the job, or per node where each
+   agent counts its own (torchrun, tensorplay's run).
 
 Recovery of a fault: from its injection until every rank of the world that trains after it has
 completed a step. That world is the last one to start before the next fault (the one training
@@ -226,7 +226,9 @@ def judge(
         if not mine:
             continue
         last = max(s["t"] for s in mine)
-        charged = max(s["restart"] for s in mine)
+        # The count the last workers started with: a peer's loss refunds units it caused, so a
+        # transient attempt's higher count is not what the job was charged.
+        charged = max(mine, key=lambda s: s["t"])["restart"]
         expected = len(
             [
                 f

@@ -74,6 +74,20 @@ def test_a_restart_without_an_own_fault_is_collateral_charged(tmp_path):
     assert not result["checks"]["budget"]
 
 
+def test_a_unit_refunded_after_a_peers_loss_is_not_charged(tmp_path):
+    lines = [
+        "START t=0.0 node=n0 pid=1 restart=0",
+        *steps("a", 2, [1.0, 2.0]),
+        "START t=2.6 node=n0 pid=2 restart=1",  # an in-place attempt, before the peer is found
+        "START t=3.5 node=n0 pid=3 restart=0",  # the next round: its loss refunded the unit
+        *steps("b", 2, [5.0], first_step=3),
+        "DONE t=6 step=3",
+    ]
+    result = judged(tmp_path, lines, faults=[{"fault": "kill-node", "t": 2.5, "node": "n1"}])
+    assert result["budget"] == [{"scope": "job", "charged": 0, "own": 0}]
+    assert result["checks"]["budget"]
+
+
 def test_no_step_after_a_fault_is_no_progress_and_a_node_giving_up_is_flagged(tmp_path):
     lines = [*steps("a", 2, [1.0, 2.0])]
     nodes = [{"name": "n0", "code": 3, "signalled": "", "exited": 4.0, "started": 0}]
