@@ -45,3 +45,18 @@ def offset_clock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(clock.SYSTEM_CLOCK, "_offset", offset)
     monkeypatch.setenv(clock.OFFSET_ENV, repr(offset))
     return offset
+
+
+# scripts/test runs the suite on two xdist workers with ``--dist loadgroup``. The tests that
+# start real processes, servers and stores wait on them more than they compute, and several
+# bound times: they all go to one worker, one after another, as in a serial run. The pure tests
+# (core tables, the simulator, hypothesis over them) are CPU-bound and spread over the workers.
+_PURE_DIRS = ("core/", "sim/", "properties/", "differential/")
+_PURE_FILES = ("test_specs.py", "test_api_reference.py", "test_cluster_examples.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = pathlib.Path(str(item.path)).resolve().relative_to(_TESTS).as_posix()
+        if not (where.startswith(_PURE_DIRS) or where in _PURE_FILES):
+            item.add_marker(pytest.mark.xdist_group("processes"))
