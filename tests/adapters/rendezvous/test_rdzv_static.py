@@ -92,7 +92,7 @@ def test_missing_nodes_raise_join_timeout_every_time() -> None:
             started = time.monotonic()
             with pytest.raises(RendezvousJoinTimeoutError, match=message):
                 handler.next_rendezvous()
-            assert time.monotonic() - started < 3
+            assert time.monotonic() - started < 10  # 0.5 s, plus a first import on a loaded machine
     finally:
         handler.shutdown()
 
