@@ -67,12 +67,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _launch(ns: Namespace) -> int:
+    # First: the checks below may already print a console line.
+    _setup_logging(_timestamps(getattr(ns, "log_timestamps", "auto")))
     config = config_from_args(ns)
     entrypoint, cmd_args = entrypoint_from_args(ns)
     from tpelastic.adapters.workers import deathsig
 
     deathsig.start_probe()  # runs while the agent imports and joins, not when workers start
-    _setup_logging(_timestamps(getattr(ns, "log_timestamps", "auto")))
     from tpelastic.adapters.launcher.config import ConfigError
     from tpelastic.adapters.launcher.exit_guard import ExitGuard
     from tpelastic.adapters.launcher.launch import run_agent
@@ -125,10 +126,22 @@ def _timestamps(value: object) -> bool:
         return True
 
 
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of each line, not at setup."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def _setup_logging(timestamps: bool = False) -> None:
     logger = logging.getLogger("tpelastic")
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _CurrentStderr()
         # ISO 8601 local time with milliseconds: lines of several nodes' logs sort together.
         stamp = "%(asctime)s.%(msecs)03d " if timestamps else ""
         handler.setFormatter(

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import logging
 import re
 import socket
-import sys
 
 from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.launcher.config import ConfigError
 from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous.parameters import parse_endpoint
+
+_log = logging.getLogger("tpelastic")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -182,11 +184,8 @@ def require_reachable(
                 "is the node that hosts it running?"
             )
         if not said:
-            print(
-                f"[tpelastic] {what} {host}:{port}: {last}; trying for up to {timeout:g} s",
-                file=sys.stderr,
-                flush=True,
-            )
+            # Through the launcher's logger: stamped like every other console line.
+            _log.warning("%s %s:%s: %s; trying for up to %g s", what, host, port, last, timeout)
             said = True
         clock.sleep(min(0.2, clock.remaining(deadline)))
 
