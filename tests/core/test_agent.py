@@ -16,7 +16,8 @@ JOINING = evolve(FRESH, phase=P.RENDEZVOUS)
 RUNNING = evolve(FRESH, phase=P.RUNNING, round=4, group_rank=1, group_world_size=2, restart_count=1)
 LAST_TRY = evolve(RUNNING, restart_count=2)
 FULL = evolve(RUNNING, group_world_size=3)
-BARRIER = evolve(RUNNING, phase=P.EXIT_BARRIER)
+BARRIER_UNTIL = 306.0  # entered at 6.0, with the default 300 s timeout
+BARRIER = evolve(RUNNING, phase=P.EXIT_BARRIER, barrier_until=BARRIER_UNTIL)
 FAIL = WorkerFailure(local_rank=1, global_rank=3, exitcode=1, signal=None, at=7.0, reason="exit 1")
 
 
@@ -161,7 +162,7 @@ EXAMPLES = [
     (
         "barrier passed",
         BARRIER,
-        ag.ExitBarrierPassed(now=6.0),
+        ag.ExitBarrierRead(now=6.0, arrived=BARRIER.group_world_size),
         P.SUCCEEDED,
         [ag.CloseRendezvous],
         0,
@@ -169,10 +170,18 @@ EXAMPLES = [
     (
         "barrier timed out",
         BARRIER,
-        ag.ExitBarrierTimedOut(now=6.0),
+        ag.ExitBarrierRead(now=BARRIER_UNTIL, arrived=BARRIER.group_world_size - 1),
         P.SUCCEEDED,
         [Emit, ag.LeaveRendezvous],
         0,
+    ),
+    (
+        "barrier waits on",
+        BARRIER,
+        ag.ExitBarrierRead(now=BARRIER_UNTIL - 0.1, arrived=BARRIER.group_world_size - 1),
+        P.EXIT_BARRIER,
+        [],
+        None,
     ),
     ("closed ok while joining", JOINING, CLOSED_OK, P.SUCCEEDED, [], 0),
     ("closed failed while joining", JOINING, CLOSED_BAD, P.FAILED, [ag.ReportFailure], 1),

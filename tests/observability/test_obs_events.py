@@ -38,7 +38,7 @@ def test_A8_a_crash_and_restart_replay_through_the_core(tmp_path: Path) -> None:
         "RoundCompleted",
         "WorkersFailed",
         "WorkersSucceeded",
-        "ExitBarrierPassed",
+        "ExitBarrierRead",
     ]
     failed = steps[2].metadata["event"]["failures"]
     assert [f["local_rank"] for f in failed] == [1]

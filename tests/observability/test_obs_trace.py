@@ -84,7 +84,7 @@ HAPPY = [
     FAILED,
     ag.RoundCompleted(now=3.0, round=1, group_rank=0, group_world_size=1, restart_count=1),
     ag.WorkersSucceeded(now=4.0),
-    ag.ExitBarrierPassed(now=5.0),
+    ag.ExitBarrierRead(now=5.0, arrived=1),
 ]
 
 

@@ -206,8 +206,7 @@ agent_events: st.SearchStrategy[ag.AgentEventT] = st.one_of(
     ),
     st.builds(ag.KeepAliveLapsed, now=instants, reason=st.just("paused")),
     st.builds(ag.TimePassed, now=instants),
-    st.builds(ag.ExitBarrierPassed, now=instants),
-    st.builds(ag.ExitBarrierTimedOut, now=instants),
+    st.builds(ag.ExitBarrierRead, now=instants, arrived=st.integers(0, 4)),
     st.builds(
         ag.RendezvousClosed,
         now=instants,

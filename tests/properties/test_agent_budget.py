@@ -303,14 +303,16 @@ class AgentsAndBudget(RuleBasedStateMachine):
     def exit_barrier_passes(self) -> None:
         for node in self.oracle.members:
             if self.agents[node].phase is P.EXIT_BARRIER:  # the first one through closes
-                self.deliver(node, ag.ExitBarrierPassed(now=self.now))
+                world = self.agents[node].group_world_size
+                self.deliver(node, ag.ExitBarrierRead(now=self.now, arrived=world))
 
     @precondition(lambda self: self.live(P.EXIT_BARRIER))
     @rule(data=st.data())
     def exit_barrier_times_out(self, data: st.DataObject) -> None:
+        self.now += self.config.exit_barrier_timeout  # past every barrier's timeout
         self.deliver(
             data.draw(st.sampled_from(self.live(P.EXIT_BARRIER))),
-            ag.ExitBarrierTimedOut(now=self.now),
+            ag.ExitBarrierRead(now=self.now, arrived=0),
         )
 
     @precondition(lambda self: self.oracle.closed is None and len(self.agents) < MAX_NODES_EVER)

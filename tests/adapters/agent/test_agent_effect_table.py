@@ -85,8 +85,7 @@ def _events() -> st.SearchStrategy[object]:
         ),
         st.builds(core.KeepAliveLapsed, now=_now(), reason=st.just("lapsed")),
         st.builds(core.TimePassed, now=_now()),
-        st.builds(core.ExitBarrierPassed, now=_now()),
-        st.builds(core.ExitBarrierTimedOut, now=_now()),
+        st.builds(core.ExitBarrierRead, now=_now(), arrived=st.integers(0, 3)),
         st.builds(
             core.RendezvousClosed, now=_now(), outcome=st.sampled_from(["succeeded", "failed"])
         ),

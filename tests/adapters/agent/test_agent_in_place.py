@@ -115,20 +115,18 @@ def test_a_fixed_master_endpoint_is_kept_for_every_attempt(
 
 
 def test_the_exit_barrier_is_per_attempt(members: list[Membership]) -> None:
-    from tpelastic.adapters.agent.barrier import exit_barrier
-    from tpelastic.core import agent as core
+    from tpelastic.adapters.agent.barrier import arrive, arrived
 
     zero, one = members
     round_no = zero.joined.facts.round  # type: ignore[union-attr]
 
-    def barrier(m: Membership, timeout: float) -> object:
-        return exit_barrier(m, round_no, timeout=timeout, poll=0.05, look=_never)
-
-    # One finished attempt 0 (and waited in vain); then zero's worker failed: attempt 1.
-    assert isinstance(barrier(one, 0.2), core.ExitBarrierTimedOut)
+    # One finished attempt 0; then zero's worker failed: attempt 1.
+    arrive(one, round_no)
+    assert arrived(zero, round_no) == 1
     zero.open_attempt(1, "exit 1")
     _all([lambda m=m: m.start_attempt(1, 1, _never) for m in members])  # type: ignore[misc]
-    # One's arrival at attempt 0 does not count for attempt 1: zero alone still waits.
-    assert isinstance(barrier(zero, 0.3), core.ExitBarrierTimedOut)
-    # One's arrival at attempt 1 completes it (zero's arrival there counts).
-    assert isinstance(barrier(one, 10.0), core.ExitBarrierPassed)
+    # One's arrival at attempt 0 does not count for attempt 1.
+    assert arrived(zero, round_no) == 0
+    arrive(zero, round_no)
+    arrive(one, round_no)
+    assert arrived(one, round_no) == 2

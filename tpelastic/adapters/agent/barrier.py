@@ -1,60 +1,54 @@
-"""The end of a run: the exit barrier every node of a round waits at, and departing.
+"""The end of a run: the exit barrier every node of a round meets at, and departing.
 
-Moved out of the run loop so that it stays one screenful per job; the behaviour is the loop's
-(see specs/agent.md: ``EnterExitBarrier`` and the exit codes).
+The barrier is a counter in the round's (or in-place attempt's) store. ``EnterExitBarrier``
+adds this node to it (:func:`arrive`); the run loop then reads it (:func:`arrived`) as an
+observation, ``ExitBarrierRead``, every poll while the agent is at the barrier. Whether the
+world is all there, or the wait is over, is the core's decision (specs/agent.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from tpelastic.adapters.agent.membership import Membership, wait_counter
+from tpelastic.adapters.agent.membership import Membership, counter_value, wait_counter
 from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.ports import Clock
-from tpelastic.core import agent as core
+from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
 
 DEPART_WAIT = 10.0  # how long a finished node keeps the store up for peers still closing
 
 
-def exit_barrier(
-    membership: Membership,
-    round_no: int,
-    *,
-    timeout: float,
-    poll: float,
-    look: Callable[[float], Any | None],
-    clock: Clock = SYSTEM_CLOCK,
-) -> Any:
-    """Arrive at round ``round_no``'s exit barrier and wait for every node of the round.
+def _arrived_key(round_no: int) -> str:
+    return f"agent/exit/{round_no}/arrived"
 
-    ``look(now)`` is asked between polls for anything that ends the wait early (a close, a
-    newer round).
 
-    Returns:
-        The observation for the agent machine: ``ExitBarrierPassed``, ``ExitBarrierTimedOut``
-        after ``timeout`` seconds, what ``look`` saw, or ``RendezvousFailed`` when the store
-        went away (our workers did succeed).
+def arrive(membership: Membership, round_no: int) -> None:
+    """Add this node to round ``round_no``'s exit barrier (in the current attempt's store).
+
+    Raises:
+        RendezvousConnectionError: the store could not be reached.
     """
     joined = membership.joined
     assert joined is not None
-    store, world = joined.store, joined.facts.group_world_size
-    key = f"agent/exit/{round_no}/arrived"
-    deadline = clock.deadline(timeout)
     try:
-        store.add(key, 1)
-        while not wait_counter(store, key, world, clock.now(), poll, clock):
-            now = clock.now()
-            seen = look(now)
-            if seen is not None:
-                return seen
-            if now >= deadline:
-                return core.ExitBarrierTimedOut(now=now)
-            clock.sleep(poll)
-    except Exception as error:  # the store went away under us: our workers did succeed
-        now = clock.now()
-        return core.RendezvousFailed(now=now, reason=str(error), kind="connection")
-    return core.ExitBarrierPassed(now=clock.now())
+        joined.store.add(_arrived_key(round_no), 1)
+    except Exception as error:
+        raise RendezvousConnectionError(f"arriving at the exit barrier: {error}") from error
+
+
+def arrived(membership: Membership, round_no: int) -> int:
+    """How many nodes have arrived at round ``round_no``'s exit barrier.
+
+    Raises:
+        RendezvousConnectionError: the store could not be reached.
+        RendezvousStateError: the counter is not a decimal number.
+    """
+    joined = membership.joined
+    assert joined is not None
+    key = _arrived_key(round_no)
+    try:
+        blob = joined.store.get(key)
+    except Exception as error:
+        raise RendezvousConnectionError(f"reading {key!r}: {error}") from error
+    return counter_value(blob, 0)
 
 
 def depart(membership: Membership, timeout: float, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -79,4 +73,4 @@ def depart(membership: Membership, timeout: float, clock: Clock = SYSTEM_CLOCK) 
         pass
 
 
-__all__ = ["DEPART_WAIT", "depart", "exit_barrier"]
+__all__ = ["DEPART_WAIT", "arrive", "arrived", "depart"]

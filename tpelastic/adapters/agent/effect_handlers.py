@@ -12,7 +12,7 @@ objects, each constructed with exactly what it needs:
 * :class:`~tpelastic.adapters.agent.in_place.InPlaceEffects`: opening and entering an in-place
   attempt.
 
-A blocking effect (joining, the barrier, entering an attempt) puts its outcome in the loop's
+A blocking effect (joining, entering an attempt) puts its outcome in the loop's
 inbox (:class:`~tpelastic.adapters.agent.pumps.Inbox`) as the next observation. What the effects
 of one run leave for the loop and for each other (the worker group, the failures, why the next
 join happens) is the run's :class:`RunRecord`.
@@ -98,11 +98,10 @@ class ReportEffects:
 
 
 class RendezvousEffects:
-    """Joining a round, opening the next one, the exit barrier, closing and leaving.
+    """Joining a round, opening the next one, arriving at the exit barrier, closing and
+    leaving.
 
     Args:
-        look: one look at the rendezvous with the workers stopped (``look(now)``), for what
-            ends a blocking wait early.
         phase: the agent's current phase.
     """
 
@@ -115,12 +114,11 @@ class RendezvousEffects:
         inbox: Inbox,
         record: RunRecord,
         *,
-        look: Callable[[float], Any | None],
         phase: Callable[[], core.AgentPhase],
     ) -> None:
         self._spec, self._membership, self._obs = spec, membership, observers
         self._clock, self._inbox, self._record = clock, inbox, record
-        self._look, self._phase = look, phase
+        self._phase = phase
 
     def join(self, effect: core.JoinRendezvous) -> None:
         record, clock = self._record, self._clock
@@ -183,18 +181,14 @@ class RendezvousEffects:
         self._record.join_reason = effect.reason
 
     def exit_barrier(self, effect: core.EnterExitBarrier) -> None:
-        from tpelastic.adapters.agent.barrier import exit_barrier
+        """Arrive; the loop reads the barrier from then on (``ExitBarrierRead``)."""
+        from tpelastic.adapters.agent.barrier import arrive
 
-        spec = self._spec
-        ended = exit_barrier(
-            self._membership,
-            effect.round,
-            timeout=spec.exit_barrier_timeout,
-            poll=min(spec.monitor_interval, 0.05),
-            look=self._look,
-            clock=self._clock,
-        )
-        self._inbox.put(ended)
+        try:
+            arrive(self._membership, effect.round)
+        except rz.RendezvousError as error:  # the store went away: our workers did succeed
+            now = self._clock.now()
+            self._inbox.put(core.RendezvousFailed(now=now, reason=str(error), kind="connection"))
 
     def close(self, effect: core.CloseRendezvous) -> None:
         try:

@@ -4,8 +4,9 @@ Each pass takes one observation (a queued outcome of the last effect, else a loo
 workers and the rendezvous), feeds it to the node's composed step
 (``tpelastic.core.node.node_step``: membership, then the agent table) and carries out the
 returned effects in the order given (StopWorkers before any join: see specs/agent.md and
-specs/node.md). Blocking effects (joining a round, the exit barrier) turn their outcome into
-the next observation.
+specs/node.md). A blocking effect (joining a round) turns its outcome into the next
+observation; at the exit barrier the loop reads the barrier's counter itself
+(``ExitBarrierRead``) and the core decides when the wait is over.
 
 The loop pops its observations from one inbox (:mod:`pumps`), waiting at most until its next
 periodic read is due (on its clock). Pumps only put what they saw there: a thread held in the
@@ -81,6 +82,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("tpelastic.agent")
 # A look at the rendezvous costs a few store reads; worker exits need no look (they wake us).
 _LOOK_EVERY = 0.25
+# How often the exit barrier's counter is read (a look goes with each read).
+_BARRIER_POLL = 0.05
+# The phases whose observations the loop reads itself, between the pumps' (the others'
+# come from the effect carried out last).
+_READING = frozenset(
+    {core.AgentPhase.RUNNING, core.AgentPhase.HOLDING, core.AgentPhase.EXIT_BARRIER}
+)
 # How long stop() waits for a round watcher's thread (it is released by the store's close or
 # by the writes that end a round, so this bound is only reached when the store hangs).
 _WATCHER_JOIN = 2.0
@@ -162,6 +170,7 @@ class SimpleElasticAgent(ElasticAgent):
             role=spec.role,
             restart_in_place=self._membership.in_place,
             collateral_window=self._membership.collateral_window(),
+            exit_barrier_timeout=spec.exit_barrier_timeout,
         )
         self._node_config = composed.NodeConfig(
             agent=self._config, member=self._membership.member_config()
@@ -198,7 +207,6 @@ class SimpleElasticAgent(ElasticAgent):
                 clock,
                 self._inbox,
                 self._record,
-                look=look,
                 phase=lambda: self._state.phase,
             ),
             WorkerEffects(
@@ -370,7 +378,9 @@ class SimpleElasticAgent(ElasticAgent):
 
     def _feed(self, observation: Any) -> None:
         done = composed.node_step(self._node, observation, self._node_config)
-        self._node, self._state = done.state, done.state.agent
+        before, self._node, self._state = self._state, done.state, done.state.agent
+        if self._state.phase is not before.phase:
+            self._next_read = 0.0  # a phase's first reads are due at once (the barrier's)
         for taken in done.agent_steps:
             self._obs.stepped(taken.before, taken.event, taken.result)
             self._noted(observation, taken.event)
@@ -405,12 +415,12 @@ class SimpleElasticAgent(ElasticAgent):
     def _observe(self) -> Any | None:
         """The next observation for the core (None: nothing to step this pass)."""
         phase = self._state.phase
-        if phase not in (core.AgentPhase.RUNNING, core.AgentPhase.HOLDING):
+        if phase not in _READING:
             if self._inbox:
                 return self._decode(self._inbox.pop())
-            # Joining and the exit barrier are carried out synchronously and put their outcome
-            # in the inbox; nothing there means the table rejected that outcome (a round that
-            # does not fit this node's config): the world cannot be formed as configured.
+            # Joining is carried out synchronously and puts its outcome in the inbox; nothing
+            # there means the table rejected that outcome (a round that does not fit this
+            # node's config): the world cannot be formed as configured.
             why = f"the rendezvous gave a round this agent rejects ({phase.name})"
             return core.RendezvousFailed(now=self._clock.now(), reason=why, kind="connection")
         item = self._inbox.pop_within(self._clock.remaining(self._next_read))
@@ -420,6 +430,9 @@ class SimpleElasticAgent(ElasticAgent):
         if phase is core.AgentPhase.HOLDING:
             self._next_read = now + min(self._spec.monitor_interval, _LOOK_EVERY)
             return self._read_holding(now)
+        if phase is core.AgentPhase.EXIT_BARRIER:
+            self._next_read = now + min(self._spec.monitor_interval, _BARRIER_POLL)
+            return self._read_barrier(now)
         self._next_read = now + self._spec.monitor_interval
         return self._read_running(now)
 
@@ -494,6 +507,20 @@ class SimpleElasticAgent(ElasticAgent):
         what the hold waits for); the core decides when the hold is over."""
         seen = self._look(now, running=False)
         return seen if seen is not None else core.TimePassed(now=now)
+
+    def _read_barrier(self, now: float) -> Any | None:
+        """At the exit barrier: a look (a close or a newer round ends the wait), else how many
+        nodes arrived; the core decides whether that is all of them, or the wait is over."""
+        from tpelastic.adapters.agent.barrier import arrived
+
+        seen = self._look(now, running=False)
+        if seen is not None:
+            return seen
+        try:
+            count = arrived(self._membership, self._state.round)
+        except rz.RendezvousError as error:  # the store went away: our workers did succeed
+            return core.RendezvousFailed(now=now, reason=str(error), kind="connection")
+        return core.ExitBarrierRead(now=now, arrived=count)
 
     def _workers_wait(self) -> Callable[[float], RunProcsResult | None]:
         """The wait of the workers that just started, for their pump: the context's own (held

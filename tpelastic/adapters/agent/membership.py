@@ -481,7 +481,12 @@ class Membership:
             pass
 
 
-def _int(blob: bytes | None, default: int) -> int:
+def counter_value(blob: bytes | None, default: int) -> int:
+    """A counter's stored value (``default`` when absent).
+
+    Raises:
+        RendezvousStateError: it is not a decimal number.
+    """
     if blob is None:
         return default
     try:
@@ -500,7 +505,7 @@ def wait_counter(
     """
     while True:
         try:
-            value = _int(store.get(key), 0)
+            value = counter_value(store.get(key), 0)
         except RendezvousStateError:
             raise
         except Exception as error:
@@ -512,4 +517,4 @@ def wait_counter(
         clock.sleep(poll)
 
 
-__all__ = ["Joined", "Look", "Membership", "wait_counter"]
+__all__ = ["Joined", "Look", "Membership", "counter_value", "wait_counter"]

@@ -33,7 +33,9 @@ def _stop_if_running(state: AgentState, reason: str) -> tuple[object, ...]:
 
 def _finish(state: AgentState, exit_code: int, failure: str | None = None) -> AgentState:
     last = failure or state.last_failure
-    return evolve(state, exit_code=exit_code, last_failure=last, held_until=None)
+    return evolve(
+        state, exit_code=exit_code, last_failure=last, held_until=None, barrier_until=None
+    )
 
 
 def join_fresh(state: AgentState, event: ev.AgentStarted, config: AgentConfig) -> Out:
@@ -103,7 +105,8 @@ def succeed_despite_rendezvous(
 
 
 def enter_exit_barrier(state: AgentState, event: ev.WorkersSucceeded, config: AgentConfig) -> Out:
-    return state, (ev.EnterExitBarrier(round=state.round),)
+    new = evolve(state, barrier_until=event.now + config.exit_barrier_timeout)
+    return new, (ev.EnterExitBarrier(round=state.round),)
 
 
 def _failures(state: AgentState, event: FailureEvent) -> tuple[WorkerFailure, ...]:
@@ -237,7 +240,10 @@ def rejoin(state: AgentState, event: ev.NextRoundOpened, config: AgentConfig) ->
             state.attempt, state.attempt_starts, event.now, config.collateral_window
         )
     if charged == state.attempt:
-        return evolve(state, held_until=None), (*stop, ev.JoinRendezvous(failure=False))
+        return evolve(state, held_until=None, barrier_until=None), (
+            *stop,
+            ev.JoinRendezvous(failure=False),
+        )
     # The survivors' workers failed on the lost peer before its loss was reported: the
     # attempts that started since are a membership change, and the next round leaves them out.
     count = count_at_attempt(state, charged)
@@ -247,7 +253,14 @@ def rejoin(state: AgentState, event: ev.NextRoundOpened, config: AgentConfig) ->
         f"not charged (restart count {state.restart_count} -> {count})"
     )
     warning = Emit(name="agent.warning", fields=(("reason", note), ("round", state.round)))
-    new = evolve(state, held_until=None, attempt=charged, restart_count=count, attempt_starts=())
+    new = evolve(
+        state,
+        held_until=None,
+        barrier_until=None,
+        attempt=charged,
+        restart_count=count,
+        attempt_starts=(),
+    )
     return new, (*stop, warning, ev.JoinRendezvous(failure=False, charged_attempt=charged))
 
 
@@ -265,14 +278,12 @@ def fence(state: AgentState, event: ev.KeepAliveLapsed, config: AgentConfig) -> 
     return state, effects
 
 
-def close_succeeded(state: AgentState, event: ev.ExitBarrierPassed, config: AgentConfig) -> Out:
+def close_succeeded(state: AgentState, event: ev.ExitBarrierRead, config: AgentConfig) -> Out:
     close = ev.CloseRendezvous(outcome="succeeded", reason="every node finished")
     return _finish(state, EXIT_OK), (close,)
 
 
-def succeed_unconfirmed(
-    state: AgentState, event: ev.ExitBarrierTimedOut, config: AgentConfig
-) -> Out:
+def succeed_unconfirmed(state: AgentState, event: ev.ExitBarrierRead, config: AgentConfig) -> Out:
     warning = Emit(
         name="agent.warning",
         fields=(("reason", "exit barrier timed out"), ("round", state.round)),

@@ -169,25 +169,15 @@ class TimePassed:
 
 
 @frozen(kw_only=True)
-class ExitBarrierPassed:
-    """Every node of the round reached the exit barrier."""
+class ExitBarrierRead:
+    """``arrived`` nodes of the round have reached its exit barrier (the counter, decoded)."""
 
     __repr__ = value_repr
     __eq__ = value_eq
     __hash__ = value_hash
 
     now: Instant
-
-
-@frozen(kw_only=True)
-class ExitBarrierTimedOut:
-    """Not every node reached the exit barrier in time."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    now: Instant
+    arrived: int = field(validator=validators.ge(0))
 
 
 @frozen(kw_only=True)
@@ -227,8 +217,7 @@ AgentEventT = (
     | AttemptOpened
     | KeepAliveLapsed
     | TimePassed
-    | ExitBarrierPassed
-    | ExitBarrierTimedOut
+    | ExitBarrierRead
     | RendezvousClosed
     | SignalReceived
 )
@@ -244,8 +233,7 @@ AGENT_EVENTS: tuple[type, ...] = (
     AttemptOpened,
     KeepAliveLapsed,
     TimePassed,
-    ExitBarrierPassed,
-    ExitBarrierTimedOut,
+    ExitBarrierRead,
     RendezvousClosed,
     SignalReceived,
 )
@@ -328,7 +316,8 @@ class OpenAttempt:
 
 @frozen(kw_only=True)
 class EnterExitBarrier:
-    """Wait at the exit barrier of ``round`` for the other nodes."""
+    """Arrive at the exit barrier of ``round``; the driver then reads how many nodes arrived
+    (``ExitBarrierRead``) until the agent leaves the barrier."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -395,8 +384,7 @@ __all__ = [
     "AttemptOpened",
     "CloseRendezvous",
     "EnterExitBarrier",
-    "ExitBarrierPassed",
-    "ExitBarrierTimedOut",
+    "ExitBarrierRead",
     "JoinRendezvous",
     "KeepAliveLapsed",
     "LeaveRendezvous",

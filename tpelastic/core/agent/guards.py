@@ -77,6 +77,23 @@ def hold_on(state: AgentState, event: ev.TimePassed, config: AgentConfig) -> boo
     return not hold_over(state, event, config)
 
 
+def all_arrived(state: AgentState, event: ev.ExitBarrierRead, config: AgentConfig) -> bool:
+    """Has every node of the round reached the exit barrier?"""
+    return event.arrived >= state.group_world_size
+
+
+def barrier_over(state: AgentState, event: ev.ExitBarrierRead, config: AgentConfig) -> bool:
+    """Not every node arrived, and the exit barrier's timeout has passed?"""
+    over = state.barrier_until is None or event.now >= state.barrier_until
+    return not all_arrived(state, event, config) and over
+
+
+def barrier_on(state: AgentState, event: ev.ExitBarrierRead, config: AgentConfig) -> bool:
+    """Not every node arrived, and the exit barrier's timeout is still ahead?"""
+    over = state.barrier_until is None or event.now >= state.barrier_until
+    return not all_arrived(state, event, config) and not over
+
+
 def room_for_waiting(state: AgentState, event: ev.NodesWaiting, config: AgentConfig) -> bool:
     """Are nodes waiting and is the world below max_nodes?"""
     return event.count > 0 and state.group_world_size < config.max_nodes

@@ -58,6 +58,8 @@ class AgentConfig:
     # died at the failure, plus a margin (the adapter derives it from the heartbeat). 0: never
     # held, never refunded.
     collateral_window: float = field(default=0.0, validator=validators.ge(0.0))
+    # How long a node whose workers succeeded waits at the exit barrier for the others.
+    exit_barrier_timeout: float = field(default=300.0, validator=validators.ge(0.0))
 
 
 @frozen(kw_only=True)
@@ -80,6 +82,8 @@ class AgentState:
     last_failure: str | None = None  # why the last attempt ended badly, if it did
     # HOLDING only: until when a peer's loss may still explain the held failure.
     held_until: float | None = None
+    # EXIT_BARRIER only: until when this node waits for the rest of the round to arrive.
+    barrier_until: float | None = None
     # The in-place attempts of this round this node started, with when (its clock): a peer's
     # loss within the collateral window of one caused it, so it is not charged.
     attempt_starts: tuple[tuple[int, float], ...] = ()

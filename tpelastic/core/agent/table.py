@@ -203,13 +203,27 @@ ROWS = (
         action="fence",
         note="fencing is not failing: stop the workers, end the world, re-join (no budget)",
     ),
-    Row(src=A.EXIT_BARRIER, on=ev.ExitBarrierPassed, dst=A.SUCCEEDED, action="close_succeeded"),
     Row(
         src=A.EXIT_BARRIER,
-        on=ev.ExitBarrierTimedOut,
+        on=ev.ExitBarrierRead,
         dst=A.SUCCEEDED,
+        guard="all_arrived",
+        action="close_succeeded",
+    ),
+    Row(
+        src=A.EXIT_BARRIER,
+        on=ev.ExitBarrierRead,
+        dst=A.SUCCEEDED,
+        guard="barrier_over",
         action="succeed_unconfirmed",
         note="local workers did succeed; warn and leave without closing",
+    ),
+    Row(
+        src=A.EXIT_BARRIER,
+        on=ev.ExitBarrierRead,
+        dst=A.EXIT_BARRIER,
+        guard="barrier_on",
+        note="wait on: the driver reads the barrier again",
     ),
     *(
         Row(src=src, on=ev.RendezvousClosed, dst=dst, guard=guard, action="follow_close")
@@ -231,6 +245,9 @@ GUARDS: dict[str, Guard] = {
     "budget_spent_peers_left": gd.budget_spent_peers_left,
     "hold_over": gd.hold_over,
     "hold_on": gd.hold_on,
+    "all_arrived": gd.all_arrived,
+    "barrier_over": gd.barrier_over,
+    "barrier_on": gd.barrier_on,
     "room_for_waiting": gd.room_for_waiting,
     "no_room_for_waiting": gd.no_room_for_waiting,
     "newer_round": gd.newer_round,
@@ -290,7 +307,10 @@ TABLE = build_table(
         "collateral window of an in-place attempt's start refunds it: the re-join reports "
         "it as not spent (`JoinRendezvous.charged_attempt`). A membership change re-joins "
         "without spending; a lapsed keep-alive fences the node's workers and re-joins (no "
-        "budget); a signal leaves gracefully and never closes the rendezvous. Exit codes: 0 "
+        "budget); a signal leaves gracefully and never closes the rendezvous. At the exit barrier "
+        "the driver reports how many nodes arrived (`ExitBarrierRead`): all of the round closes "
+        "the rendezvous as succeeded; short of that past `exit_barrier_timeout` the node "
+        "succeeds with a warning and leaves without closing. Exit codes: 0 "
         "succeeded, 1 workers failed with no budget left (or the job failed elsewhere), 3 "
         "rendezvous failed, 128+signum interrupted by that signal."
     ),
