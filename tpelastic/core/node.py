@@ -24,9 +24,9 @@ How to drive it::
 
 ``NodeStep.agent_steps`` lists each agent step taken (state before, event, result) so a driver
 can record them (the ``agent.step`` records replay through ``tpelastic.core.agent.step``).
-:func:`has_news` says whether an observation would reach the agent at all: a driver waiting
-inside one effect (an attempt's endpoint) ends its wait on news and feeds that
-observation to :func:`node_step` next, and steps any other observation at once.
+:func:`has_news` says whether an observation would reach the agent at all: a driver stepping
+a bounded wait between its passes (an attempt's endpoint) ends that wait on news and feeds
+that observation to :func:`node_step` next, and steps any other observation at once.
 
 Pure: time and observations come in as arguments.
 """

@@ -10,14 +10,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from attempt_helpers import enter
 
 from tpelastic.adapters.agent.membership import Joined, Membership
 from tpelastic.adapters.rendezvous.info import RendezvousInfo
 from tpelastic.adapters.stores.tcp_client import connect
 from tpelastic.adapters.stores.tcp_server import StoreServer
+from tpelastic.core import agent as core
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.records import ClosedRecord, decode_closed
-from tpelastic.rendezvous import RendezvousStateError, RendezvousTimeoutError
+from tpelastic.rendezvous import RendezvousStateError
 
 
 class FixedHandler:
@@ -67,10 +69,6 @@ def _pair(server: StoreServer, run_id: str) -> list[Membership]:
     return pair
 
 
-def _never(now: float) -> None:
-    return None
-
-
 def test_fixed_membership_restarts_in_place_on_the_cores_attempt_keys(
     server: StoreServer,
 ) -> None:
@@ -82,7 +80,7 @@ def test_fixed_membership_restarts_in_place_on_the_cores_attempt_keys(
     raw = connect("127.0.0.1", server.port, timeout=5.0)
     assert raw.get(RunKeys("fixed-a").attempt(0, 1)) is not None  # the core's key, versioned
     assert one.look().next_attempt == (1, "worker local rank 0 failed")
-    got = _all([lambda m=m: m.start_attempt(1, 1, _never) for m in (zero, one)])  # type: ignore[misc]
+    got = _all([lambda m=m: enter(m, 1, 1) for m in (zero, one)])  # type: ignore[misc]
     assert all(isinstance(j, Joined) for j in got)
     assert {(j.facts.attempt, j.facts.restart_count, j.facts.round) for j in got} == {(1, 1, 0)}
     assert len({(j.facts.master_addr, j.facts.master_port) for j in got}) == 1
@@ -96,12 +94,12 @@ def test_a_late_joiner_comes_into_the_newest_attempt(server: StoreServer) -> Non
     zero, one = _pair(server, "fixed-b")
     zero.open_attempt(1, "exit 1")
     zero.open_attempt(2, "exit 1")
-    _all([lambda m=m: m.start_attempt(2, 2, _never) for m in (zero, one)])  # type: ignore[misc]
+    _all([lambda m=m: enter(m, 2, 2) for m in (zero, one)])  # type: ignore[misc]
     one.leave()
     again = _member(server, "fixed-b", 1)
     joined = again.join(failure=False)
     assert (joined.facts.attempt, joined.facts.restart_count) == (2, 2)
-    assert again.start_attempt(2, 2, _never) is joined  # already there: no second endpoint
+    assert enter(again, 2, 2) is joined  # already there: no second endpoint
     assert zero.joined is not None
     assert joined.facts.master_port == zero.joined.facts.master_port
     failed = _member(server, "fixed-b", 1)
@@ -109,7 +107,7 @@ def test_a_late_joiner_comes_into_the_newest_attempt(server: StoreServer) -> Non
     zero_follows = _all(
         [
             lambda: failed.join(failure=True),
-            lambda: zero.start_attempt(3, 3, _never),
+            lambda: enter(zero, 3, 3),
         ]
     )
     assert {j.facts.attempt for j in zero_follows} == {3}
@@ -158,8 +156,9 @@ def test_a_member_waits_for_rank_0_in_slices_and_looks_last_at_the_deadline(
     def look(now: float) -> None:
         looks.append(now)
 
-    with pytest.raises(RendezvousTimeoutError, match="endpoint of round 0 attempt 1: nothing"):
-        late.start_attempt(1, 1, look)
+    failed = enter(late, 1, 1, look)
+    assert isinstance(failed, core.RendezvousFailed) and failed.kind == "timeout"
+    assert "endpoint of round 0 attempt 1: nothing within 1 s" in failed.reason
     assert len(looks) == 2  # one per 0.5 s slice, the last at the deadline
     for m in (zero, late):
         m.leave()

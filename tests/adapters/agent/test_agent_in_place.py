@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from attempt_helpers import enter
 
 from tpelastic.adapters.agent.env import worker_envs
 from tpelastic.adapters.agent.membership import Joined, Membership
@@ -65,10 +66,6 @@ def members(server: StoreServer, request: pytest.FixtureRequest) -> Iterator[lis
     yield from _ranked(server, request.node.name[:40])
 
 
-def _never(now: float) -> None:
-    return None
-
-
 def test_both_members_agree_on_the_attempt_and_its_environment(members: list[Membership]) -> None:
     zero, one = members
     assert zero.in_place and one.in_place
@@ -78,7 +75,7 @@ def test_both_members_agree_on_the_attempt_and_its_environment(members: list[Mem
     seen = one.look()
     assert seen.next_attempt == (1, "worker local rank 0 failed")
     count = before.facts.restart_count + 1
-    got = _all([lambda m=m: m.start_attempt(1, count, _never) for m in members])  # type: ignore[misc]
+    got = _all([lambda m=m: enter(m, 1, count) for m in members])  # type: ignore[misc]
     assert all(isinstance(j, Joined) for j in got)
     facts = [j.facts for j in got]
     assert {f.attempt for f in facts} == {1} and {f.restart_count for f in facts} == {count}
@@ -101,7 +98,7 @@ def test_a_member_waiting_for_rank_0_is_released_by_its_look(members: list[Membe
         return "a newer round" if len(looks) == 2 else None
 
     started = time.monotonic()
-    assert one.start_attempt(1, 1, look) == "a newer round"
+    assert enter(one, 1, 1, look) == "a newer round"
     assert len(looks) == 2 and time.monotonic() - started < 10.0
 
 
@@ -110,7 +107,7 @@ def test_a_fixed_master_endpoint_is_kept_for_every_attempt(
 ) -> None:
     for zero, one in _ranked(server, "fixed", master_addr="127.0.0.1", master_port=29999):
         zero.open_attempt(1, "exit 1")
-        got = _all([lambda m=m: m.start_attempt(1, 1, _never) for m in (zero, one)])  # type: ignore[misc]
+        got = _all([lambda m=m: enter(m, 1, 1) for m in (zero, one)])  # type: ignore[misc]
         assert {(j.facts.master_addr, j.facts.master_port) for j in got} == {("127.0.0.1", 29999)}
 
 
@@ -124,7 +121,7 @@ def test_the_exit_barrier_is_per_attempt(members: list[Membership]) -> None:
     arrive(one, round_no)
     assert arrived(zero, round_no) == 1
     zero.open_attempt(1, "exit 1")
-    _all([lambda m=m: m.start_attempt(1, 1, _never) for m in members])  # type: ignore[misc]
+    _all([lambda m=m: enter(m, 1, 1) for m in members])  # type: ignore[misc]
     # One's arrival at attempt 0 does not count for attempt 1.
     assert arrived(zero, round_no) == 0
     arrive(zero, round_no)

@@ -12,8 +12,10 @@ objects, each constructed with exactly what it needs:
 * :class:`~tpelastic.adapters.agent.in_place.InPlaceEffects`: opening and entering an in-place
   attempt.
 
-A blocking effect (joining, entering an attempt) puts its outcome in the loop's
-inbox (:class:`~tpelastic.adapters.agent.pumps.Inbox`) as the next observation. What the effects
+Joining blocks and puts its outcome in the loop's inbox
+(:class:`~tpelastic.adapters.agent.pumps.Inbox`) as the next observation; an in-place attempt
+whose endpoint is still to come leaves its wait for the loop to step, one slice a pass
+(:class:`~tpelastic.adapters.agent.in_place.EndpointWait`). What the effects
 of one run leave for the loop and for each other (the worker group, the failures, why the next
 join happens) is the run's :class:`RunRecord`.
 """
@@ -28,8 +30,8 @@ from attrs import Factory, define
 
 from tpelastic.adapters.agent import publish
 from tpelastic.adapters.agent.env import worker_envs
-from tpelastic.adapters.agent.in_place import InPlaceEffects, attempt_name
-from tpelastic.adapters.agent.membership import Membership
+from tpelastic.adapters.agent.in_place import EndpointWait, InPlaceEffects, Look, attempt_name
+from tpelastic.adapters.agent.membership import Joined, Membership
 from tpelastic.adapters.agent.observers import Observers
 from tpelastic.adapters.agent.pumps import Inbox, WorkerPumps
 from tpelastic.adapters.agent.spec import WorkerSpec
@@ -231,11 +233,43 @@ class WorkerEffects:
         self._clock, self._record = clock, record
         self._in_place, self._watching, self._pumps = in_place, watching, pumps
         self._start, self._stop, self._pids = start, stop, pids
+        self.waiting: EndpointWait | None = None
+        """The in-place attempt whose workers wait for rank 0's endpoint, if any."""
 
     def start(self, effect: core.StartWorkers) -> None:
-        joined = self._in_place.enter(effect) if effect.attempt else self._membership.joined
-        if joined is None:
-            return  # what ended the attempt before it started is in the inbox (see in_place)
+        """Start the workers; an in-place attempt whose endpoint is still to come leaves its
+        wait in :attr:`waiting` for the loop to step (see :meth:`wait_pass`)."""
+        if not effect.attempt:
+            joined = self._membership.joined
+            assert joined is not None
+            self._launch(effect, joined)
+            return
+        entered = self._in_place.enter(effect)
+        if isinstance(entered, EndpointWait):
+            self.waiting = entered
+        elif entered is not None:
+            self._launch(effect, entered)
+        # None: what ended the attempt before it started is in the inbox (see in_place)
+
+    def wait_pass(self, look: Look) -> Any | None:
+        """One pass of the wait for the attempt's endpoint: the workers start once it is in.
+
+        Returns:
+            An observation for the node step that ended the wait (a look's news, a failed
+            rendezvous), or None (the workers started, or the wait goes on).
+        """
+        wait = self.waiting
+        assert wait is not None
+        outcome = self._in_place.wait(wait, look)
+        if outcome is None:
+            return None
+        self.waiting = None
+        if isinstance(outcome, Joined):
+            self._launch(wait.effect, outcome)
+            return None
+        return outcome
+
+    def _launch(self, effect: core.StartWorkers, joined: Joined) -> None:
         spec = self._spec
         envs = worker_envs(
             role=spec.role,
@@ -274,6 +308,7 @@ class WorkerEffects:
 
     def stop(self, effect: core.StopWorkers) -> None:
         log.info("stopping workers: %s", effect.reason)
+        self.waiting = None  # an attempt not started yet is given up with the rest
         pids = set(self._pids().values())
         self._watching.unwatch()
         self._pumps.stop()

@@ -6,6 +6,11 @@ dynamic handler), makes the core order ``StopWorkers``, ``OpenAttempt(round, n)`
 and ``StartWorkers(..., attempt=n)``. Same members, ranks and world: each attempt only gets its
 own store namespace, a fresh bootstrap endpoint (so nothing an earlier attempt left is read
 again) and its own exit barrier. See specs/agent.md, "Restarting in place".
+
+Entering an attempt does not wait inside its effect: ``StartWorkers`` moves to the attempt and
+leaves an :class:`EndpointWait`, which the run loop steps one slice per pass (the core's
+bounded wait, ``core/rendezvous/peer_wait.py``) until rank 0's endpoint is in and the workers
+start, or a look's news or the core's timeout ends it.
 """
 
 from __future__ import annotations
@@ -22,20 +27,76 @@ from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous import errors as rz
 from tpelastic.core import agent as core
 from tpelastic.core.agent.events import RendezvousFailureKind
+from tpelastic.core.rendezvous import peer_wait
 
 if TYPE_CHECKING:
     from tpelastic.adapters.agent.pumps import Inbox
 
 log = logging.getLogger("tpelastic.agent")  # report.log's logger, without importing report
 
+Look = Callable[[float], Any | None]
+"""One look at the rendezvous at ``now``: the observation when it is news for the agent."""
+
+
+class EndpointWait:
+    """Waiting for rank 0's endpoint of the attempt ``effect`` starts, one slice per pass.
+
+    The core's bounded wait decides: a slice of waiting for the endpoint (at most
+    ``look_every``), then a look, and so on until the endpoint is in, a look has news, or the
+    wait's timeout is over (never without a last look).
+    """
+
+    def __init__(
+        self, membership: Membership, effect: core.StartWorkers, clock: Clock, timeout: float
+    ) -> None:
+        self.effect = effect
+        self._membership, self._clock = membership, clock
+        self._config = peer_wait.PeerWaitConfig(timeout=timeout)
+        self._state = peer_wait.PeerWaitState()
+        what = f"rank 0's endpoint of round {effect.round} attempt {effect.attempt}"
+        self._due = self._step(peer_wait.PeerWaitRequested(now=clock.now(), what=what))
+
+    def _step(self, event: object) -> object:
+        result = peer_wait.step(self._state, event, self._config)
+        self._state = result.state
+        (due,) = result.effects  # every row of the wait orders exactly one thing
+        return due
+
+    def step(self, look: Look) -> Joined | Any | None:
+        """Carry out what the wait has due: one slice of waiting for the endpoint, or a look.
+
+        Returns:
+            The attempt as the current :class:`Joined` once the endpoint is in; the look's news
+            (for the node step), or ``RendezvousFailed(timeout)`` when the wait is over; None
+            while it goes on.
+
+        Raises:
+            RendezvousError: the store could not be reached, or holds no valid endpoint.
+        """
+        due, effect = self._due, self.effect
+        if isinstance(due, peer_wait.AwaitPeer):
+            left = self._clock.remaining(due.until)
+            try:
+                joined = self._membership.attempt_joined(effect.attempt, effect.restart_count, left)
+            except rz.RendezvousTimeoutError:
+                self._due = self._step(peer_wait.PeerSilent(now=self._clock.now()))
+                return None
+            self._due = self._step(peer_wait.PeerAnswer(now=self._clock.now()))
+            return joined
+        if isinstance(due, peer_wait.LookDue):
+            now = self._clock.now()
+            seen = look(now)
+            self._due = self._step(peer_wait.LookAnswered(now=now, news=seen is not None))
+            if isinstance(self._due, peer_wait.WaitInterrupted):
+                return seen
+            if isinstance(self._due, peer_wait.PeerWaitFailed):
+                return core.RendezvousFailed(now=now, reason=self._due.reason, kind="timeout")
+            return None
+        raise RuntimeError(f"the endpoint wait has nothing to do after {due!r}")
+
 
 class InPlaceEffects:
-    """``OpenAttempt``, and entering an attempt before its ``StartWorkers`` starts workers.
-
-    Args:
-        look: one look at the rendezvous with the workers stopped (``look(now)``), for what
-            ends the wait for rank 0's endpoint early.
-    """
+    """``OpenAttempt``, and entering an attempt before its ``StartWorkers`` starts workers."""
 
     def __init__(
         self,
@@ -44,11 +105,9 @@ class InPlaceEffects:
         observers: Observers,
         clock: Clock,
         inbox: Inbox,
-        *,
-        look: Callable[[float], Any | None],
     ) -> None:
         self._spec, self._membership, self._obs = spec, membership, observers
-        self._clock, self._inbox, self._look = clock, inbox, look
+        self._clock, self._inbox = clock, inbox
 
     def open(self, effect: core.OpenAttempt) -> None:
         """Open the attempt for every member; a store error is a lost rendezvous (the step's
@@ -68,39 +127,57 @@ class InPlaceEffects:
             effect.reason,
         )
 
-    def enter(self, effect: core.StartWorkers) -> Joined | None:
-        """Move to ``effect.attempt`` and agree on its endpoint. None when an effect's outcome is
-        in the inbox instead (the attempt could not be opened, a newer round or attempt, a
-        close, a lost store): the loop takes that first and starts no workers."""
+    def enter(self, effect: core.StartWorkers) -> Joined | EndpointWait | None:
+        """Move to ``effect.attempt``: the attempt when this node is in it already, else the
+        wait for its endpoint. None when an effect's outcome is in the inbox instead (the
+        attempt could not be opened, or could not be entered): the loop takes that first and
+        starts no workers."""
         if self._inbox.holds_outcome():
             return None
-        kind: RendezvousFailureKind = "connection"
         try:
-            outcome = self._membership.start_attempt(
-                effect.attempt, effect.restart_count, self._look
-            )
+            joined = self._membership.enter_attempt(effect.attempt)
         except rz.RendezvousError as error:
-            if isinstance(error, rz.RendezvousTimeoutError):
-                kind = "timeout"
-            elif isinstance(error, rz.RendezvousStateError):
-                kind = "corrupt"
-            why = f"attempt {effect.attempt} of round {effect.round}: {error}"
-            self._obs.rendezvous("failed", "FAILED", why)
-            self._inbox.put(core.RendezvousFailed(now=self._clock.now(), reason=why, kind=kind))
+            self._inbox.put(self._failed(effect, error))
             return None
-        if not isinstance(outcome, Joined):
-            self._inbox.put(outcome)
-            return None
-        publish.restarted_in_place(outcome.facts, self._spec.max_restarts)
+        if joined is not None:
+            return self.entered(effect, joined)
+        timeout = self._membership.bootstrap_timeout
+        return EndpointWait(self._membership, effect, self._clock, timeout)
+
+    def wait(self, wait: EndpointWait, look: Look) -> Joined | Any | None:
+        """One pass of ``wait`` (see :meth:`EndpointWait.step`), a store error as a failed
+        rendezvous for the node step."""
+        try:
+            outcome = wait.step(look)
+        except rz.RendezvousError as error:
+            return self._failed(wait.effect, error)
+        if isinstance(outcome, Joined):
+            return self.entered(wait.effect, outcome)
+        if isinstance(outcome, core.RendezvousFailed):
+            self._obs.rendezvous("failed", "FAILED", outcome.reason)
+        return outcome
+
+    def entered(self, effect: core.StartWorkers, joined: Joined) -> Joined:
+        publish.restarted_in_place(joined.facts, self._spec.max_restarts)
         # One rdzv.attempt per node and attempt, opener and followers alike.
         self._obs.rendezvous(
             "attempt",
             "RUNNING",
             f"round {effect.round} attempt {effect.attempt}: restart count "
-            f"{effect.restart_count}, master {outcome.facts.master_addr}:"
-            f"{outcome.facts.master_port}",
+            f"{effect.restart_count}, master {joined.facts.master_addr}:"
+            f"{joined.facts.master_port}",
         )
-        return outcome
+        return joined
+
+    def _failed(self, effect: core.StartWorkers, error: rz.RendezvousError) -> Any:
+        kind: RendezvousFailureKind = "connection"
+        if isinstance(error, rz.RendezvousTimeoutError):
+            kind = "timeout"
+        elif isinstance(error, rz.RendezvousStateError):
+            kind = "corrupt"
+        why = f"attempt {effect.attempt} of round {effect.round}: {error}"
+        self._obs.rendezvous("failed", "FAILED", why)
+        return core.RendezvousFailed(now=self._clock.now(), reason=why, kind=kind)
 
 
 def attempt_name(round_no: int, attempt: int) -> str:
@@ -109,4 +186,4 @@ def attempt_name(round_no: int, attempt: int) -> str:
     return f"r{round_no}" if attempt == 0 else f"r{round_no}a{attempt}"
 
 
-__all__ = ["InPlaceEffects", "attempt_name"]
+__all__ = ["EndpointWait", "InPlaceEffects", "Look", "attempt_name"]

@@ -196,8 +196,20 @@ class SimpleElasticAgent(ElasticAgent):
             clock=clock,
         )
         self._pumps = WorkerPumps(self._inbox, self._workers_wait)
-        look = functools.partial(self._look, running=False)
-        in_place = InPlaceEffects(spec, membership, self._obs, clock, self._inbox, look=look)
+        in_place = InPlaceEffects(spec, membership, self._obs, clock, self._inbox)
+        self._workers = WorkerEffects(
+            spec,
+            membership,
+            self._obs,
+            clock,
+            self._record,
+            in_place,
+            self._watching,
+            self._pumps,
+            start=self._start_workers,
+            stop=self._stop_workers,
+            pids=self._worker_pids,
+        )
         self._effects = effect_table(
             ReportEffects(spec, self._record, clock),
             RendezvousEffects(
@@ -209,19 +221,7 @@ class SimpleElasticAgent(ElasticAgent):
                 self._record,
                 phase=lambda: self._state.phase,
             ),
-            WorkerEffects(
-                spec,
-                membership,
-                self._obs,
-                clock,
-                self._record,
-                in_place,
-                self._watching,
-                self._pumps,
-                start=self._start_workers,
-                stop=self._stop_workers,
-                pids=self._worker_pids,
-            ),
+            self._workers,
             in_place,
         )
 
@@ -386,6 +386,8 @@ class SimpleElasticAgent(ElasticAgent):
             self._noted(observation, taken.event)
         for effect in done.effects:
             self._execute(effect)
+        if self._workers.waiting is not None:
+            self._next_read = 0.0  # the attempt's endpoint wait goes on at once
 
     def _noted(self, observation: Any, event: Any) -> None:
         """Records and bookkeeping for what the rendezvous told the agent."""
@@ -427,6 +429,8 @@ class SimpleElasticAgent(ElasticAgent):
         if item is not None:
             return self._decode(item)
         now = self._clock.now()
+        if self._workers.waiting is not None:  # one slice of it; the next is due at once
+            return self._workers.wait_pass(functools.partial(self._look, running=False))
         if phase is core.AgentPhase.HOLDING:
             self._next_read = now + min(self._spec.monitor_interval, _LOOK_EVERY)
             return self._read_holding(now)

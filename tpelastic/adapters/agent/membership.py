@@ -12,14 +12,13 @@ Two kinds of handler are bridged, over one attempt protocol (``core/rendezvous/a
   ``watch_ops`` of round 0; a node that joins late comes into the newest opened attempt.
 
 Either way a worker failure opens the round's next attempt (:meth:`Membership.open_attempt`)
-and every member starts its workers again for it (:meth:`Membership.start_attempt`: the
-attempt's own namespace and bootstrap endpoint), so each attempt gets a clean namespace: a
+and every member starts its workers again for it (:meth:`Membership.enter_attempt`, then
+:meth:`Membership.attempt_joined`: the attempt's own namespace and bootstrap endpoint), so each attempt gets a clean namespace: a
 fresh port for the workers' own store, and keys under the attempt's number.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from attrs import evolve, frozen
@@ -31,13 +30,12 @@ from tpelastic.adapters.rendezvous.driver import execute_ops
 from tpelastic.adapters.rendezvous.errors import (
     RendezvousConnectionError,
     RendezvousStateError,
-    RendezvousTimeoutError,
     store_errors_as_rendezvous_errors,
 )
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
 from tpelastic.adapters.stores.prefixed import PrefixedStore
 from tpelastic.core.membership import MemberConfig
-from tpelastic.core.rendezvous import attempts, membership, peer_wait
+from tpelastic.core.rendezvous import attempts, membership
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LOOK_EVERY_MAX, look_period, peer_loss_window
 from tpelastic.core.rendezvous.records import (
@@ -363,23 +361,18 @@ class Membership:
             assert self._info is not None
             self._open_fixed(self._info.store, attempt, reason)
 
-    def start_attempt(
-        self, attempt: int, restart_count: int, look: Callable[[float], Any | None]
-    ) -> Joined | Any:
-        """Move to in-place ``attempt`` of the current round and agree on its bootstrap endpoint
-        (rank 0 publishes a fresh one under the attempt's namespace; a user-fixed endpoint is
-        honoured). Members wait for rank 0's at most the bootstrap timeout, asking ``look(now)``
-        every half second for what ends the wait otherwise (rank 0 found dead opens the next
-        round, a newer attempt, a close). The attempt the last join came into is the current
-        one already.
+    @property
+    def bootstrap_timeout(self) -> float:
+        """How long members wait for rank 0's bootstrap endpoint, in all."""
+        return self._bootstrap_timeout
 
-        Returns:
-            The attempt as the current :class:`Joined` (its store holds the attempt's exit
-            barrier), or what ``look`` saw instead.
+    def enter_attempt(self, attempt: int) -> Joined | None:
+        """Move to in-place ``attempt`` of the current round. The attempt the last join came
+        into is the current one already: its :class:`Joined`. Otherwise None: the attempt's
+        endpoint is still to be agreed (:meth:`attempt_joined`).
 
         Raises:
-            RendezvousTimeoutError: rank 0 published nothing within the bootstrap timeout.
-            RendezvousError: the store could not be reached.
+            RendezvousError: the handler has no round.
         """
         assert self._joined is not None and self.in_place
         if self._joined.facts.attempt == attempt:
@@ -388,10 +381,21 @@ class Membership:
             self.handler.follow_attempt(attempt)
         else:
             self._attempt = attempt
-        waited = self._wait_for_endpoint(attempt, look)
-        if not isinstance(waited, tuple):
-            return waited
-        store, endpoint = waited
+        return None
+
+    def attempt_joined(self, attempt: int, restart_count: int, timeout: float) -> Joined:
+        """Agree on the bootstrap endpoint of ``attempt`` (entered with :meth:`enter_attempt`):
+        rank 0 publishes a fresh one under the attempt's namespace at once, the others wait up
+        to ``timeout`` s for it; a user-fixed endpoint is honoured. The attempt becomes the
+        current :class:`Joined` (its store holds the attempt's exit barrier).
+
+        Raises:
+            RendezvousTimeoutError: rank 0 published nothing within ``timeout`` (ask again to
+                wait longer).
+            RendezvousError: the store could not be reached, or holds no valid endpoint.
+        """
+        assert self._joined is not None
+        store, endpoint = self._attempt_endpoint(attempt, timeout)
         facts = evolve(
             self._joined.facts,
             attempt=attempt,
@@ -402,43 +406,6 @@ class Membership:
         )
         self._joined = Joined(facts=facts, store=store)
         return self._joined
-
-    def _wait_for_endpoint(
-        self, attempt: int, look: Callable[[float], Any | None]
-    ) -> tuple[Any, RendezvousStoreInfo] | Any:
-        """Carry out the core's bounded wait (``core/rendezvous/peer_wait.py``) for rank 0's
-        endpoint of ``attempt``: the attempt's store and endpoint, or the look's news."""
-        round_no = self._joined.facts.round if self._joined is not None else 0
-        config = peer_wait.PeerWaitConfig(timeout=self._bootstrap_timeout)
-        state = peer_wait.PeerWaitState()
-        what = f"rank 0's endpoint of round {round_no} attempt {attempt}"
-        event: object = peer_wait.PeerWaitRequested(now=self._clock.now(), what=what)
-        got: tuple[Any, RendezvousStoreInfo] | None = None
-        seen: Any | None = None
-        while True:
-            result = peer_wait.step(state, event, config)
-            state = result.state
-            for effect in result.effects:
-                if isinstance(effect, peer_wait.AwaitPeer):
-                    left = self._clock.remaining(effect.until)
-                    try:
-                        got = self._attempt_endpoint(attempt, left)
-                        event = peer_wait.PeerAnswer(now=self._clock.now())
-                    except RendezvousTimeoutError:
-                        event = peer_wait.PeerSilent(now=self._clock.now())
-                elif isinstance(effect, peer_wait.LookDue):
-                    now = self._clock.now()
-                    seen = look(now)
-                    event = peer_wait.LookAnswered(now=now, news=seen is not None)
-                elif isinstance(effect, peer_wait.PeerAnswered):
-                    assert got is not None
-                    return got
-                elif isinstance(effect, peer_wait.WaitInterrupted):
-                    return seen
-                elif isinstance(effect, peer_wait.PeerWaitFailed):
-                    raise RendezvousTimeoutError(effect.reason)
-                else:
-                    raise RuntimeError(f"the endpoint wait gave {effect!r}")
 
     def _attempt_endpoint(self, attempt: int, timeout: float) -> tuple[Any, RendezvousStoreInfo]:
         """The attempt's store and rank 0's endpoint for it (waiting up to ``timeout``)."""
