@@ -13,8 +13,9 @@ Two kinds of handler are bridged, over one attempt protocol (``core/rendezvous/a
 
 Either way a worker failure opens the round's next attempt (:meth:`Membership.open_attempt`)
 and every member starts its workers again for it (:meth:`Membership.enter_attempt`, then
-:meth:`Membership.attempt_joined`: the attempt's own namespace and bootstrap endpoint), so each attempt gets a clean namespace: a
-fresh port for the workers' own store, and keys under the attempt's number.
+:meth:`Membership.attempt_joined`: the attempt's own namespace and bootstrap endpoint), so each
+attempt gets a clean namespace: a fresh port for the workers' own store, and keys under the
+attempt's number.
 """
 
 from __future__ import annotations
