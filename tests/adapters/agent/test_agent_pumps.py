@@ -11,6 +11,8 @@ import time
 
 from tpelastic.adapters.agent.pumps import (
     Inbox,
+    JoinEnded,
+    JoinPump,
     RoundChanged,
     WorkerPumps,
     WorkersEnded,
@@ -84,3 +86,33 @@ def test_only_outcomes_of_effects_count_as_pending_for_an_attempt() -> None:
     assert inbox and not inbox.holds_outcome()
     inbox.put("RendezvousFailed")
     assert inbox.holds_outcome()
+
+
+def test_a_join_is_pending_until_the_loop_takes_its_end() -> None:
+    inbox, release = Inbox(), threading.Event()
+    joins = JoinPump(inbox, now=time.monotonic)
+    joins.start(lambda: "joined" if release.wait(10.0) else "timed out")
+    assert joins.pending and inbox.pop_within(0.1) is None
+    release.set()
+    got = inbox.pop_within(10.0)
+    assert isinstance(got, JoinEnded) and got.outcome == "joined"
+    assert joins.pending  # put, but not taken yet: the loop still knows a join is out
+    assert joins.ended(got) and not joins.pending
+    joins.join(5.0)
+
+
+def test_a_failed_join_puts_its_error_and_an_older_joins_end_is_not_current() -> None:
+    inbox = Inbox()
+    joins = JoinPump(inbox, now=time.monotonic)
+
+    def fail() -> None:
+        raise RuntimeError("store gone")
+
+    joins.start(fail)
+    first = inbox.pop_within(10.0)
+    joins.start(lambda: "second")
+    second = inbox.pop_within(10.0)
+    assert isinstance(first, JoinEnded) and isinstance(first.outcome, RuntimeError)
+    assert not joins.ended(first)  # the second join is the current one
+    assert isinstance(second, JoinEnded) and joins.ended(second)
+    joins.join(5.0)

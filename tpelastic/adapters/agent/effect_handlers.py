@@ -12,8 +12,9 @@ objects, each constructed with exactly what it needs:
 * :class:`~tpelastic.adapters.agent.in_place.InPlaceEffects`: opening and entering an in-place
   attempt.
 
-Joining blocks and puts its outcome in the loop's inbox
-(:class:`~tpelastic.adapters.agent.pumps.Inbox`) as the next observation; an in-place attempt
+No handler waits: a join runs on its pump (:class:`~tpelastic.adapters.agent.pumps.JoinPump`),
+whose end reaches the loop through its inbox and is decoded here (:meth:`RendezvousEffects.ended`)
+into the next observation; an in-place attempt
 whose endpoint is still to come leaves its wait for the loop to step, one slice a pass
 (:class:`~tpelastic.adapters.agent.in_place.EndpointWait`). What the effects
 of one run leave for the loop and for each other (the worker group, the failures, why the next
@@ -33,7 +34,7 @@ from tpelastic.adapters.agent.env import worker_envs
 from tpelastic.adapters.agent.in_place import EndpointWait, InPlaceEffects, Look, attempt_name
 from tpelastic.adapters.agent.membership import Joined, Membership
 from tpelastic.adapters.agent.observers import Observers
-from tpelastic.adapters.agent.pumps import Inbox, WorkerPumps
+from tpelastic.adapters.agent.pumps import Inbox, JoinEnded, JoinPump, WorkerPumps
 from tpelastic.adapters.agent.spec import WorkerSpec
 from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous import errors as rz
@@ -115,35 +116,42 @@ class RendezvousEffects:
         clock: Clock,
         inbox: Inbox,
         record: RunRecord,
+        joins: JoinPump,
         *,
         phase: Callable[[], core.AgentPhase],
     ) -> None:
         self._spec, self._membership, self._obs = spec, membership, observers
         self._clock, self._inbox, self._record = clock, inbox, record
-        self._phase = phase
+        self._joins, self._phase = joins, phase
 
     def join(self, effect: core.JoinRendezvous) -> None:
-        record, clock = self._record, self._clock
-        reason, record.join_reason = record.join_reason, None
-        started = clock.now()
-        try:
-            joined = self._membership.join(
+        """Start the join on its pump; its end comes back through the inbox (:meth:`ended`)."""
+        reason, self._record.join_reason = self._record.join_reason, None
+        membership = self._membership
+        self._joins.start(
+            lambda: membership.join(
                 failure=effect.failure, reason=reason, charged_attempt=effect.charged_attempt
             )
-        except rz.RendezvousClosedError as error:
-            self._inbox.put(self._closed_while_joining(str(error)))
-            return
-        except rz.RendezvousError as error:
-            timed_out = isinstance(error, rz.RendezvousTimeoutError)
+        )
+
+    def ended(self, item: JoinEnded) -> Any:
+        """The core's observation of a join's end: the round completed, or why it failed."""
+        clock, outcome = self._clock, item.outcome
+        if isinstance(outcome, rz.RendezvousClosedError):
+            return self._closed_while_joining(str(outcome))
+        if isinstance(outcome, rz.RendezvousError):
+            timed_out = isinstance(outcome, rz.RendezvousTimeoutError)
             kind: RendezvousFailureKind = "timeout" if timed_out else "connection"
-            if isinstance(error, rz.RendezvousStateError):
+            if isinstance(outcome, rz.RendezvousStateError):
                 kind = "corrupt"
-            self._obs.rendezvous("timed_out" if timed_out else "failed", "FAILED", str(error))
-            self._inbox.put(core.RendezvousFailed(now=clock.now(), reason=str(error), kind=kind))
-            return
-        facts = joined.facts
+            self._obs.rendezvous("timed_out" if timed_out else "failed", "FAILED", str(outcome))
+            return core.RendezvousFailed(now=clock.now(), reason=str(outcome), kind=kind)
+        if isinstance(outcome, BaseException):
+            raise outcome  # not a rendezvous failure: a bug, which must not pass as one
+        facts = outcome.facts
         spec = self._spec
-        publish.round_joined(facts, clock.now() - started, spec.max_restarts, spec.local_world_size)
+        took = clock.now() - item.started
+        publish.round_joined(facts, took, spec.max_restarts, spec.local_world_size)
         self._obs.rendezvous(
             "round_joined",
             "RUNNING",
@@ -152,14 +160,12 @@ class RendezvousEffects:
             round_no=facts.round,
             rank=facts.group_rank,
         )
-        self._inbox.put(
-            core.RoundCompleted(
-                now=clock.now(),
-                round=facts.round,
-                group_rank=facts.group_rank,
-                group_world_size=facts.group_world_size,
-                restart_count=facts.restart_count,
-            )
+        return core.RoundCompleted(
+            now=clock.now(),
+            round=facts.round,
+            group_rank=facts.group_rank,
+            group_world_size=facts.group_world_size,
+            restart_count=facts.restart_count,
         )
 
     def _closed_while_joining(self, why: str) -> Any:

@@ -4,9 +4,9 @@ Each pass takes one observation (a queued outcome of the last effect, else a loo
 workers and the rendezvous), feeds it to the node's composed step
 (``tpelastic.core.node.node_step``: membership, then the agent table) and carries out the
 returned effects in the order given (StopWorkers before any join: see specs/agent.md and
-specs/node.md). A blocking effect (joining a round) turns its outcome into the next
-observation; at the exit barrier the loop reads the barrier's counter itself
-(``ExitBarrierRead``) and the core decides when the wait is over.
+specs/node.md). No effect handler waits: a join runs on its pump thread and its end comes
+back through the inbox as the next observation; at the exit barrier the loop reads the
+barrier's counter itself (``ExitBarrierRead``) and the core decides when the wait is over.
 
 The loop pops its observations from one inbox (:mod:`pumps`), waiting at most until its next
 periodic read is due (on its clock). Pumps only put what they saw there: a thread held in the
@@ -52,6 +52,8 @@ from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.agent.observers import Observers, describe_stall
 from tpelastic.adapters.agent.pumps import (
     Inbox,
+    JoinEnded,
+    JoinPump,
     RoundChanged,
     WorkerPumps,
     WorkersEnded,
@@ -92,7 +94,9 @@ _READING = frozenset(
 # How long stop() waits for a round watcher's thread (it is released by the store's close or
 # by the writes that end a round, so this bound is only reached when the store hangs).
 _WATCHER_JOIN = 2.0
-# How long the end of a run waits for the worker pumps' threads (their workers are stopped).
+# How long one inbox wait lasts while a join runs (the join's end, or a signal, ends it sooner).
+_JOIN_POLL = 1.0
+# How long the end of a run waits for each pump's thread (workers stopped, store closed).
 _PUMP_JOIN = 2.0
 # Overrides the periodic look while a watcher runs (seconds): tests set it very high to show
 # the watcher alone delivers a change. Not for production use.
@@ -210,17 +214,20 @@ class SimpleElasticAgent(ElasticAgent):
             stop=self._stop_workers,
             pids=self._worker_pids,
         )
+        self._joins = JoinPump(self._inbox, now=clock.now)
+        self._rendezvous = RendezvousEffects(
+            spec,
+            membership,
+            self._obs,
+            clock,
+            self._inbox,
+            self._record,
+            self._joins,
+            phase=lambda: self._state.phase,
+        )
         self._effects = effect_table(
             ReportEffects(spec, self._record, clock),
-            RendezvousEffects(
-                spec,
-                membership,
-                self._obs,
-                clock,
-                self._inbox,
-                self._record,
-                phase=lambda: self._state.phase,
-            ),
+            self._rendezvous,
             self._workers,
             in_place,
         )
@@ -360,6 +367,7 @@ class SimpleElasticAgent(ElasticAgent):
                 self._membership.leave()  # closes the store: a watcher's wait ends at once
                 self._watching.join(_WATCHER_JOIN)
                 self._pumps.join(_PUMP_JOIN)
+                self._joins.join(_PUMP_JOIN)
                 self._obs.close()
                 if restore is not None:
                     restore()
@@ -420,9 +428,12 @@ class SimpleElasticAgent(ElasticAgent):
         if phase not in _READING:
             if self._inbox:
                 return self._decode(self._inbox.pop())
-            # Joining is carried out synchronously and puts its outcome in the inbox; nothing
-            # there means the table rejected that outcome (a round that does not fit this
-            # node's config): the world cannot be formed as configured.
+            if self._joins.pending:  # a signal raises out of this wait
+                item = self._inbox.pop_within(_JOIN_POLL)
+                return self._decode(item) if item is not None else None
+            # No join running and nothing in the inbox: the table rejected the join's outcome
+            # (a round that does not fit this node's config): the world cannot be formed as
+            # configured.
             why = f"the rendezvous gave a round this agent rejects ({phase.name})"
             return core.RendezvousFailed(now=self._clock.now(), reason=why, kind="connection")
         item = self._inbox.pop_within(self._clock.remaining(self._next_read))
@@ -458,6 +469,8 @@ class SimpleElasticAgent(ElasticAgent):
             return None
         if isinstance(item, RoundChanged):
             return self._round_changed(item.watcher)
+        if isinstance(item, JoinEnded):
+            return self._rendezvous.ended(item) if self._joins.ended(item) else None
         return item
 
     def _round_changed(self, watcher: RoundWatcher) -> Any | None:

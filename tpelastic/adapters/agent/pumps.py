@@ -7,6 +7,8 @@ observation put here by a pump:
 * :class:`WorkerExitPump`: a thread held in the workers' wait; when the attempt ends (every
   worker succeeded, or one failed) it puts :class:`WorkersEnded`;
 * the round watcher (:mod:`round_watch`): when its held store wait fires, :class:`RoundChanged`;
+* :class:`JoinPump`: a thread that carries out one join (the handler's ``next_rendezvous``, which
+  blocks until the round completes or the join fails) and puts :class:`JoinEnded`;
 * signals arrive on the loop's own thread (the handler raises out of the inbox wait);
 * the periodic reads (hang watch, keep-alive, the fallback look) are the loop's own timer: the
   inbox wait is bounded by when the next is due.
@@ -96,7 +98,17 @@ class RoundChanged:
     watcher: RoundWatcher
 
 
-_PUMPED = (WorkersEnded, WorkerWaitFailed, RoundChanged)
+@frozen
+class JoinEnded:
+    """Join ``serial`` ended (``started``: when it began, on the loop's clock): ``outcome`` is
+    what the join returned, or the exception it raised."""
+
+    serial: int
+    outcome: Any
+    started: float
+
+
+_PUMPED = (WorkersEnded, WorkerWaitFailed, RoundChanged, JoinEnded)
 
 
 class WorkerExitPump:
@@ -195,8 +207,63 @@ class WorkerPumps:
         self._old = [p for p in self._old if not p.join(0.0)]
 
 
+class JoinPump:
+    """One daemon thread per join, numbered; the newest join is the current one.
+
+    The loop's thread stays free meanwhile: it waits on the inbox, where a signal reaches it,
+    and takes the join's end from there. :attr:`pending` is True from :meth:`start` until the
+    loop takes that join's :class:`JoinEnded` (:meth:`ended`), so "no join running and nothing
+    in the inbox" is never a race with the thread's last put.
+    """
+
+    def __init__(self, inbox: Inbox, *, now: Callable[[], float]) -> None:
+        self._inbox, self._now = inbox, now
+        self._serial = 0
+        self._pending = False
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def pending(self) -> bool:
+        """A join started whose end the loop has not taken yet."""
+        return self._pending
+
+    def start(self, join: Callable[[], Any]) -> None:
+        """Run ``join()`` on a new thread; put its return value or exception in the inbox."""
+        self._serial += 1
+        self._pending = True
+        serial, started = self._serial, self._now()
+
+        def run() -> None:
+            try:
+                outcome: Any = join()
+            except Exception as error:  # the loop decodes every failure, a bug included
+                outcome = error
+            self._inbox.put(JoinEnded(serial, outcome, started))
+
+        thread = threading.Thread(target=run, name=f"tpelastic-join-{serial}", daemon=True)
+        self._threads = [t for t in self._threads if t.is_alive()]
+        self._threads.append(thread)
+        thread.start()
+
+    def ended(self, item: JoinEnded) -> bool:
+        """Take ``item``: True when it is the current join's end (False: an older join's)."""
+        current = self._pending and item.serial == self._serial
+        if current:
+            self._pending = False
+        return current
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for each join's thread (each is a daemon; closing the store
+        ends a join that still runs)."""
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+
 __all__ = [
     "Inbox",
+    "JoinEnded",
+    "JoinPump",
     "RoundChanged",
     "WorkerExitPump",
     "WorkerPumps",

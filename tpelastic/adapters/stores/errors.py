@@ -24,7 +24,7 @@ class StoreUnavailable(StoreError):
             otherwise (never connected, closed by us, a reply we could not read).
         waited_out: the adapter already waited the loss out as long as its outage policy
             allows (specs/store_outage.md): a caller retrying on its own would only delay
-            the failure.
+            the failure. Always for a call after ``close``: nothing will answer it.
     """
 
     def __init__(self, message: str, *, loss: str | None = None, waited_out: bool = False) -> None:

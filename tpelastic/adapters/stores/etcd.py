@@ -158,7 +158,7 @@ class EtcdStore:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreUnavailable(f"etcd store {self._root!r} is closed")
+            raise StoreUnavailable(f"etcd store {self._root!r} is closed", waited_out=True)
 
     def _post(self, index: int, path: str, body: dict[str, Any], left: float) -> Any:
         client = self._clients[index]

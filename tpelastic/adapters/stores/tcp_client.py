@@ -190,7 +190,7 @@ class TcpStoreClient:
     def _take(self, deadline: float) -> tuple[socket.socket, bool]:
         with self._lock:
             if self._closed:
-                raise StoreUnavailable(f"{self._where}: used after close")
+                raise StoreUnavailable(f"{self._where}: used after close", waited_out=True)
             sock = self._idle.pop() if self._idle else None
         fresh = sock is None
         if sock is None:
@@ -389,7 +389,7 @@ class TcpStoreClient:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreUnavailable(f"{self._where}: used after close")
+            raise StoreUnavailable(f"{self._where}: used after close", waited_out=True)
 
     def _held(
         self,
