@@ -102,6 +102,22 @@ EXAMPLES = [
         None,
     ),
     (
+        "failure after the world ended: no unit",
+        evolve(RUNNING, phase=P.RENDEZVOUS),
+        ag.WorkersFailed(now=7.0, failures=(FAIL,)),
+        P.RENDEZVOUS,
+        [Emit],
+        None,
+    ),
+    (
+        "success after the world ended",
+        evolve(RUNNING, phase=P.RENDEZVOUS),
+        ag.WorkersSucceeded(now=7.0),
+        P.RENDEZVOUS,
+        [],
+        None,
+    ),
+    (
         "failure, budget spent",
         LAST_TRY,
         ag.WorkersFailed(now=7.0, failures=(FAIL,)),

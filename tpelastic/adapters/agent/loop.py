@@ -456,12 +456,13 @@ class SimpleElasticAgent(ElasticAgent):
         outcome of a blocking effect) as it is. None: nothing for the core (an earlier start's
         workers, a watcher no longer current)."""
         if isinstance(item, WorkersEnded):
-            running = self._state.phase is core.AgentPhase.RUNNING
-            if item.serial != self._pumps.serial or not running:
-                return None
+            if item.serial != self._pumps.serial:
+                return None  # the workers of an earlier start
             now = self._clock.now()
-            if item.result.is_failed() and self._world_ended(now):
-                return None
+            if item.result.is_failed():
+                self._look_first(now)
+                if item.serial != self._pumps.serial or self._state.phase in TERMINAL:
+                    return None  # the look's news restarted the workers, or ended the run
             return self._workers_ended(item.result, now)
         if isinstance(item, WorkerWaitFailed):
             if item.serial == self._pumps.serial:
@@ -506,18 +507,14 @@ class SimpleElasticAgent(ElasticAgent):
         self._next_look = now + self._look_period()
         return self._look(now, running=True)
 
-    def _world_ended(self, now: float) -> bool:
-        """Look before a worker failure is reported: when the world already ended (the next
-        round or attempt opened, the run closed; e.g. peers found this node dead while it was
-        paused), that end is fed to the core and the failure, its doing, goes with that world:
-        no budget unit. False: the world stands, and the failure is the job's."""
-        seen = self._look(now, running=True)
-        ended = isinstance(seen, members.LookDone) and (
-            seen.closed is not None or seen.next_opened is not None or seen.next_attempt is not None
-        )
-        if ended:
+    def _look_first(self, now: float) -> None:
+        """A fresh look is stepped before a worker failure (specs/node.md): when the world
+        ended meanwhile (the next round or attempt opened, the run closed; e.g. peers found
+        this node dead while it was paused), the core learns that first and decides what the
+        failure then means."""
+        seen = self._look(now, running=False)
+        if seen is not None:
             self._feed(seen)
-        return ended
 
     def _read_holding(self, now: float) -> Any:
         """A held failure: keep looking (a look also times the ring successor, whose loss is

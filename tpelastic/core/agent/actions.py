@@ -104,6 +104,11 @@ def succeed_despite_rendezvous(
     return _finish(state, EXIT_OK), (warning,)
 
 
+def failure_after_world(state: AgentState, event: ev.WorkersFailed, config: AgentConfig) -> Out:
+    reason = f"workers of round {state.round} failed after its world ended: no budget unit"
+    return state, (Emit(name="agent.warning", fields=(("reason", reason), ("round", state.round))),)
+
+
 def enter_exit_barrier(state: AgentState, event: ev.WorkersSucceeded, config: AgentConfig) -> Out:
     new = evolve(state, barrier_until=event.now + config.exit_barrier_timeout)
     return new, (ev.EnterExitBarrier(round=state.round),)

@@ -76,6 +76,20 @@ ROWS = (
         note="local workers did succeed; warn",
     ),
     Row(src=A.RUNNING, on=ev.WorkersSucceeded, dst=A.EXIT_BARRIER, action="enter_exit_barrier"),
+    Row(
+        src=A.RENDEZVOUS,
+        on=ev.WorkersFailed,
+        dst=A.RENDEZVOUS,
+        action="failure_after_world",
+        note="the world ended first (the driver steps a fresh look before a failure): "
+        "the failure goes with it, no budget unit",
+    ),
+    Row(
+        src=A.RENDEZVOUS,
+        on=ev.WorkersSucceeded,
+        dst=A.RENDEZVOUS,
+        note="the world ended first: the next round runs the workers again",
+    ),
     *(
         row
         for on in (ev.WorkersFailed, ev.WorkerStuck)
@@ -265,6 +279,7 @@ ACTIONS: dict[str, Action] = {
     "fail_corrupt_state": act.fail_corrupt_state,
     "succeed_despite_rendezvous": act.succeed_despite_rendezvous,
     "enter_exit_barrier": act.enter_exit_barrier,
+    "failure_after_world": act.failure_after_world,
     "restart_after_failure": act.restart_after_failure,
     "restart_in_place": act.restart_in_place,
     "follow_attempt": act.follow_attempt,
@@ -306,7 +321,9 @@ TABLE = build_table(
         "delayed; a peer's loss (`NextRoundOpened`, reason `membership`) within the "
         "collateral window of an in-place attempt's start refunds it: the re-join reports "
         "it as not spent (`JoinRendezvous.charged_attempt`). A membership change re-joins "
-        "without spending; a lapsed keep-alive fences the node's workers and re-joins (no "
+        "without spending; a worker exit seen after the world ended (the driver steps a fresh "
+        "look before every failure; the agent is already re-joining) spends nothing; a lapsed "
+        "keep-alive fences the node's workers and re-joins (no "
         "budget); a signal leaves gracefully and never closes the rendezvous. At the exit barrier "
         "the driver reports how many nodes arrived (`ExitBarrierRead`): all of the round closes "
         "the rendezvous as succeeded; short of that past `exit_barrier_timeout` the node "
