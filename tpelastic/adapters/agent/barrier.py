@@ -8,12 +8,15 @@ world is all there, or the wait is over, is the core's decision (specs/agent.md)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tpelastic.adapters.agent.membership import Membership, counter_value, wait_counter
 from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous.errors import RendezvousConnectionError
 
 DEPART_WAIT = 10.0  # how long a finished node keeps the store up for peers still closing
+_STOP_CHECK = 0.1  # how often the wait for the peers' disconnect checks for a stop signal
 
 
 def _arrived_key(round_no: int) -> str:
@@ -51,24 +54,36 @@ def arrived(membership: Membership, round_no: int) -> int:
     return counter_value(blob, 0)
 
 
-def depart(membership: Membership, timeout: float, clock: Clock = SYSTEM_CLOCK) -> None:
+def depart(
+    membership: Membership,
+    timeout: float,
+    clock: Clock = SYSTEM_CLOCK,
+    *,
+    stopped: Callable[[], bool] = lambda: False,
+) -> None:
     """Say this node is done (the job succeeded, or failed for everyone); the store's host
-    stays up (at most ``timeout`` s, capped at :data:`DEPART_WAIT`) until every peer of the
-    current attempt has said so, so a peer still learns how the job ended. Never raises."""
+    stays up (at most ``timeout`` s, capped at :data:`DEPART_WAIT`, and not once ``stopped()``:
+    a stop signal came) until every peer of the current attempt has said so, so a peer still
+    learns how the job ended. Never raises."""
     joined = membership.joined
+    wait = min(DEPART_WAIT, timeout)
     if joined is None:
         # No world to count departures in (the job ended in its first join): the host keeps
         # its store up until the peers, who may be reading the close, have disconnected.
         if membership.hosts_store:
-            membership.wait_until_alone(min(DEPART_WAIT, timeout))
+            deadline = clock.deadline(wait)
+            while not stopped() and clock.remaining(deadline) > 0:
+                if membership.wait_until_alone(min(_STOP_CHECK, clock.remaining(deadline))):
+                    return
         return
     key = f"agent/exit/{joined.facts.round}/departed"
     try:
         joined.store.add(key, 1)
         if not membership.hosts_store:
             return
-        deadline = clock.deadline(min(DEPART_WAIT, timeout))
-        wait_counter(joined.store, key, joined.facts.group_world_size, deadline, 0.02, clock)
+        deadline = clock.deadline(wait)
+        world = joined.facts.group_world_size
+        wait_counter(joined.store, key, world, deadline, 0.02, clock, stopped=stopped)
     except Exception:  # a peer that hosted the store is gone: nothing left to wait for
         pass
 

@@ -15,7 +15,9 @@ several keys (our TCPStore) a watcher thread (:mod:`round_watch`) blocks in it a
 "round changed" when it fires, and the loop looks at once. The periodic reads, every
 ``monitor_interval`` while workers run, are the hang watch, the keep-alive, and a look at the
 rendezvous every 0.25 s (with a watcher only to time the ring successor's heartbeat: every
-heartbeat interval). Signals raise out of the inbox wait on the loop's own thread.
+heartbeat interval). A stop signal raises out of the inbox wait (or whatever the loop's own
+thread is doing) and is recorded; every pass takes the record first, so a stop whose raise was
+swallowed on the way still ends the run at the next pass.
 
 The effects are carried out through one table, effect type -> handler, built when the agent is
 built (:func:`~tpelastic.adapters.agent.effect_handlers.effect_table`; an effect type of the core
@@ -68,6 +70,7 @@ from tpelastic.adapters.workers.api import RunProcsResult
 from tpelastic.adapters.workers.signals import (
     SignalException,
     SignalPolicy,
+    StopRequests,
     install_signal_policy,
 )
 from tpelastic.core import agent as core
@@ -181,6 +184,7 @@ class SimpleElasticAgent(ElasticAgent):
         )
         self._node = composed.initial_node_state(self._node_config)
         self._state = self._node.agent
+        self._stops = StopRequests()  # the stop signals received (run() installs the handler)
         self._inbox = Inbox()  # outcomes of blocking effects, stepped before any new look
         self._record = RunRecord()
         self._next_look = 0.0
@@ -339,11 +343,17 @@ class SimpleElasticAgent(ElasticAgent):
         restore: Callable[[], None] | None = None
         if threading.current_thread() is threading.main_thread():
             policy = SignalPolicy.handling(self._spec.signals_to_handle)
-            restore = install_signal_policy(policy, self._current_context)
+            restore = install_signal_policy(policy, self._current_context, stops=self._stops)
         try:
-            self._obs.start()
+            try:
+                self._obs.start()
+            except SignalException as stop:
+                self._stops.received(stop.sigval)  # the loop's first pass takes it
             self._loop()
         finally:
+            # The outcome is in: the teardown below is bounded and runs to its end; a stop
+            # signal now is only recorded (it ends the store host's wait for its peers).
+            self._stops.stop_raising()
             try:
                 self._watching.unwatch()
                 self._pumps.stop()
@@ -359,7 +369,12 @@ class SimpleElasticAgent(ElasticAgent):
                 ):
                     from tpelastic.adapters.agent.barrier import depart
 
-                    depart(self._membership, self._spec.exit_barrier_timeout, self._clock)
+                    depart(
+                        self._membership,
+                        self._spec.exit_barrier_timeout,
+                        self._clock,
+                        stopped=lambda: self._stops.stopping,
+                    )
             finally:
                 code = self._state.exit_code
                 if self.on_outcome is not None and code is not None:
@@ -376,13 +391,19 @@ class SimpleElasticAgent(ElasticAgent):
     def _loop(self) -> None:
         self._inbox.put(core.AgentStarted(now=self._clock.now()))
         while self._state.phase not in TERMINAL:
+            # A stop signal raises out of whatever the pass is doing (a wait ends at once) and
+            # is recorded; the record is what is taken, every pass, even if a raise was lost.
             try:
-                event = self._observe()
-                if event is not None:
-                    self._feed(event)
-            except SignalException as stop:
+                if not self._stops.pending:
+                    event = self._observe()
+                    if event is not None:
+                        self._feed(event)
+            except SignalException as raised:
+                self._stops.received(raised.sigval)  # ours is recorded already; taken below
+            stop = self._stops.take()
+            if stop is not None and self._state.phase not in TERMINAL:
                 self._inbox.clear()
-                self._feed(core.SignalReceived(now=self._clock.now(), signum=int(stop.sigval)))
+                self._feed(core.SignalReceived(now=self._clock.now(), signum=int(stop)))
 
     def _feed(self, observation: Any) -> None:
         done = composed.node_step(self._node, observation, self._node_config)

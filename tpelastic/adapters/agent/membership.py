@@ -20,6 +20,7 @@ attempt's number.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from attrs import evolve, frozen
@@ -464,14 +465,22 @@ def counter_value(blob: bytes | None, default: int) -> int:
 
 
 def wait_counter(
-    store: Any, key: str, target: int, deadline: float, poll: float, clock: Clock = SYSTEM_CLOCK
+    store: Any,
+    key: str,
+    target: int,
+    deadline: float,
+    poll: float,
+    clock: Clock = SYSTEM_CLOCK,
+    *,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> bool:
-    """Wait until the counter at ``key`` reaches ``target`` or ``deadline`` (monotonic) passes.
+    """Wait until the counter at ``key`` reaches ``target`` (True), or ``deadline`` (monotonic)
+    passes or ``stopped()`` (False).
 
     Raises:
         RendezvousConnectionError: the store could not be reached.
     """
-    while True:
+    while not stopped():
         try:
             value = counter_value(store.get(key), 0)
         except RendezvousStateError:
@@ -483,6 +492,7 @@ def wait_counter(
         if clock.now() >= deadline:
             return False
         clock.sleep(poll)
+    return False
 
 
 __all__ = ["Joined", "Look", "Membership", "counter_value", "wait_counter"]

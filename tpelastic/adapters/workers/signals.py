@@ -4,6 +4,10 @@ Each handled signal gets one action:
 
 - ``STOP``: raise ``SignalException`` in the main thread, so the agent unwinds and closes its
   workers with that same signal as the death signal (then SIGKILL after the grace period).
+  ``SignalException`` is a ``BaseException``: no broad ``except Exception`` on the way (a
+  best-effort console line, a store read) can swallow a stop. Given a :class:`StopRequests`,
+  the handler also records the stop, for a loop that checks it every pass, and raises only
+  until that loop has taken it.
 - ``FORWARD``: pass the signal on to every running worker and carry on. Schedulers send SIGUSR1
   or SIGUSR2 some time before preemption; forwarding lets workers checkpoint.
 - ``IGNORE``: do nothing.
@@ -34,8 +38,11 @@ class SignalAction(enum.Enum):
     IGNORE = "ignore"
 
 
-class SignalException(Exception):
+class SignalException(BaseException):
     """The launcher received a signal whose action is STOP.
+
+    A ``BaseException`` (torch's is an ``Exception``), like ``KeyboardInterrupt``: code that
+    catches ``Exception`` to carry on does not stop the launcher from stopping.
 
     Attributes:
         sigval: the signal received; use it as the workers' death signal.
@@ -99,8 +106,55 @@ class SignalPolicy:
         )
 
 
+class StopRequests:
+    """The STOP signals a process received, for a loop that takes them every pass.
+
+    The raise of :class:`SignalException` ends a blocking call at once, but code that catches
+    ``BaseException`` (a third party's) may still swallow it; the record stays, and the loop's
+    next pass takes it. Once the loop has taken a stop (or stopped taking them: its outcome is
+    in), later STOP signals are recorded without raising: what is left is a bounded teardown,
+    and it must run to its end.
+    """
+
+    def __init__(self) -> None:
+        self.first: signal.Signals | None = None
+        """The first STOP signal received (None: none yet)."""
+        self._taken = False
+
+    def received(self, sig: signal.Signals) -> bool:
+        """Record ``sig`` (the handler calls this); True when the handler is to raise."""
+        if self.first is None:
+            self.first = sig
+        return not self._taken
+
+    def take(self) -> signal.Signals | None:
+        """The stop to carry out now, once (None: none, or already taken); from here on no
+        STOP signal raises."""
+        if self._taken or self.first is None:
+            return None
+        self._taken = True
+        return self.first
+
+    def stop_raising(self) -> None:
+        """No STOP signal raises from here on (each is still recorded)."""
+        self._taken = True
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a STOP signal was received."""
+        return self.first is not None
+
+    @property
+    def pending(self) -> bool:
+        """Whether a STOP signal was received and not yet taken."""
+        return self.first is not None and not self._taken
+
+
 def install_signal_policy(
-    policy: SignalPolicy, target: Callable[[], Any | None]
+    policy: SignalPolicy,
+    target: Callable[[], Any | None],
+    *,
+    stops: StopRequests | None = None,
 ) -> Callable[[], None]:
     """Install handlers for ``policy``; returns a function that restores the old handlers.
 
@@ -108,6 +162,8 @@ def install_signal_policy(
         policy: the actions per signal.
         target: returns the current worker group (a ``PContext``) or None when
             there is none; called at signal time, so a restart's new group is used.
+        stops: where STOP signals are recorded; the handler then raises only while
+            ``stops.received`` says so. Without it every STOP signal raises.
 
     Raises:
         ValueError: when called outside the main thread (Python only delivers signals there).
@@ -123,7 +179,8 @@ def install_signal_policy(
             if group is not None:
                 group.send_signal(sig, to_group=policy.forward_to_group)
         elif action is SignalAction.STOP:
-            raise SignalException(f"Process {os.getpid()} got signal: {sig.name}", sig)
+            if stops is None or stops.received(sig):
+                raise SignalException(f"Process {os.getpid()} got signal: {sig.name}", sig)
 
     previous = {}
     for sig, action in policy.actions.items():
@@ -138,4 +195,10 @@ def install_signal_policy(
     return restore
 
 
-__all__ = ["SignalAction", "SignalException", "SignalPolicy", "install_signal_policy"]
+__all__ = [
+    "SignalAction",
+    "SignalException",
+    "SignalPolicy",
+    "StopRequests",
+    "install_signal_policy",
+]
