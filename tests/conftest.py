@@ -47,10 +47,12 @@ def offset_clock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     return offset
 
 
-# scripts/test runs the suite on two xdist workers with ``--dist loadgroup``. The tests that
-# start real processes, servers and stores wait on them more than they compute, and several
-# bound times: they all go to one worker, one after another, as in a serial run. The pure tests
-# (core tables, the simulator, hypothesis over them) are CPU-bound and spread over the workers.
+# scripts/test runs the suite on two xdist workers with ``--dist loadgroup``. The pure tests
+# (core tables, the simulator, hypothesis over them) are spread one by one. A module whose tests
+# start real processes, servers and stores stays on one worker, its tests one after another, so
+# its module fixtures (an etcd cluster, a store server) start once; the two workers run two such
+# modules, or one and pure tests, side by side. Their time bounds carry the machine's load
+# (tests/machine_load.py).
 _PURE_DIRS = ("core/", "sim/", "properties/", "differential/")
 _PURE_FILES = ("test_specs.py", "test_api_reference.py", "test_cluster_examples.py")
 
@@ -59,4 +61,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         where = pathlib.Path(str(item.path)).resolve().relative_to(_TESTS).as_posix()
         if not (where.startswith(_PURE_DIRS) or where in _PURE_FILES):
-            item.add_marker(pytest.mark.xdist_group("processes"))
+            item.add_marker(pytest.mark.xdist_group(where))

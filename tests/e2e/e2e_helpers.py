@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import machine_load
 import psutil
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,8 +60,17 @@ def records(out: Path) -> list[dict[str, Any]]:
     return found
 
 
-# Fast failure detection for the tests: a heartbeat every 0.3 s, dead after 3 missed.
-FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=30"
+def fast_detection(load: float = 1.0) -> str:
+    """Fast failure detection for the tests: on a quiet machine a heartbeat every 0.3 s, dead
+    after 3 missed, last call 0.5 s; ``load`` (tests/machine_load.py) stretches the times, so
+    a busy machine's scheduling delay is not taken for a dead node."""
+    return (
+        f"keep_alive_interval={0.3 * load:g},keep_alive_max_attempt=3,"
+        f"last_call_timeout={0.5 * load:g},join_timeout=30"
+    )
+
+
+FAST = fast_detection()
 
 
 def tcp_node(
@@ -72,11 +82,14 @@ def tcp_node(
     restarts: int = 0,
     conf: str = "",
     extra: tuple[str, ...] = (),
-    detection: str = FAST,
+    detection: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """One ``tpelastic run`` agent of run ``run_id`` on the tcp backend at ``port`` (the first
     to come hosts the store), two workers, fast failure detection (``detection``, the start
-    of the rendezvous conf); ``extra`` flags go before the script."""
+    of the rendezvous conf; by default :func:`fast_detection` at the machine's load now);
+    ``extra`` flags go before the script."""
+    if detection is None:
+        detection = fast_detection(machine_load.factor())
     return tpstart(
         "--nnodes",
         nnodes,

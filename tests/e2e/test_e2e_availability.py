@@ -12,16 +12,21 @@ import subprocess
 import time
 from pathlib import Path
 
+import machine_load
 import psutil
 import pytest
-from e2e_helpers import FAST, descendants, finish, free_port, records, wait_for_records
+from e2e_helpers import (
+    FAST,
+    descendants,
+    fast_detection,
+    finish,
+    free_port,
+    records,
+    wait_for_records,
+)
 from e2e_helpers import tcp_node as node
 
 pytestmark = pytest.mark.slow
-
-# keep_alive_interval 0.3 x keep_alive_max_attempt 3 (e2e_helpers.FAST): a pause this long
-# lets the paused node's keep-alive lapse and its peers find it dead.
-PAUSE = 0.3 * 3 + 1.5
 
 
 def _pause(pid: int, seconds: float) -> None:
@@ -47,11 +52,20 @@ def test_a_paused_agent_rejoins_and_the_job_finishes(
     paused: str, tmp_path: Path, out: Path
 ) -> None:
     port = free_port()
+    # Keep-alive 0.3 s x 3 (e2e_helpers.fast_detection): a pause this long lets the paused
+    # node's keep-alive lapse and its peers find it dead. Both stretch with the load, so that
+    # after a paused store host resumes, its heartbeat is not judged late.
+    load = machine_load.factor()
+    detection, pause = fast_detection(load), (0.3 * 3 + 1.5) * load
     work = ("--out", str(out), "--hold", "6")
-    a = node(port, "pause", "1:2", tmp_path / "a.log", *work, conf=",is_host=1")
-    b = node(port, "pause", "1:2", tmp_path / "b.log", *work, conf=",is_host=0")
+    a = node(
+        port, "pause", "1:2", tmp_path / "a.log", *work, conf=",is_host=1", detection=detection
+    )
+    b = node(
+        port, "pause", "1:2", tmp_path / "b.log", *work, conf=",is_host=0", detection=detection
+    )
     wait_for_records(out, 4)
-    _pause((a if paused == "store_host" else b).pid, PAUSE)
+    _pause((a if paused == "store_host" else b).pid, pause)
     assert finish(a, tmp_path / "a.log") == 0, (tmp_path / "a.log").read_text()
     assert finish(b, tmp_path / "b.log") == 0, (tmp_path / "b.log").read_text()
     rounds = {r["round"] for r in records(out)}

@@ -3,7 +3,8 @@
 Each agent is ``scripts/dyn_agent.py``: it joins, prints one JSON line per event, watches the next
 round every 0.25 s and rejoins when it opens, leaves on SIGTERM, opens the next round for waiting
 nodes on SIGUSR1, and dies of SIGALRM after a hard timeout so it can never hang a test.
-Heartbeats every 0.25 s, a node is dead after 4 missed ones (1 s), last call 0.2 s.
+Heartbeats every 0.5 s, a node is dead after 4 missed ones (2 s), last call 1 s: each times the
+machine's load factor (tests/machine_load.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import machine_load
 import pytest
 
 from tpelastic.adapters.stores import tcp_store
@@ -35,17 +37,23 @@ from tpelastic.rendezvous import (
 )
 
 SCRIPT = Path(__file__).parent / "scripts" / "dyn_agent.py"
-# Expiry 2 s: a graceful leave must re-form well inside it, with room for a loaded machine.
-HEARTBEAT = 0.5
-EXPIRY = HEARTBEAT * 4
-CONF: dict[str, Any] = {
-    "keep_alive_interval": HEARTBEAT,
-    "keep_alive_max_attempt": 4,
-    "last_call_timeout": 0.2,
-    "join_timeout": 15,
-    "read_timeout": 5,
-    "is_host": "false",
-}
+# Expiry 2 s on a quiet machine: a graceful leave must re-form well inside it. Under load an
+# agent may not run for a second or more, so the heartbeat and the first round's last call
+# (every gated agent must make it) stretch with the load.
+HEARTBEATS_TO_EXPIRY = 4
+
+
+def _conf() -> dict[str, Any]:
+    load = machine_load.factor()
+    return {
+        "keep_alive_interval": 0.5 * load,
+        "keep_alive_max_attempt": HEARTBEATS_TO_EXPIRY,
+        "last_call_timeout": 1.0 * load,
+        "join_timeout": 15,
+        "read_timeout": 5,
+        "is_host": "false",
+    }
+
 
 Event = dict[str, Any]
 
@@ -129,19 +137,25 @@ class Cluster:
 
     def __init__(self, backend: str, endpoint: str, run_id: str) -> None:
         self.spec = {"backend": backend, "endpoint": endpoint, "run_id": run_id}
+        self.conf = _conf()
+        self.expiry = self.conf["keep_alive_interval"] * HEARTBEATS_TO_EXPIRY
+        self.hard_timeout = machine_load.scaled(40.0)
         self.agents: list[Agent] = []
 
     def start(self, name: str, min_nodes: int, max_nodes: int, **conf: Any) -> Agent:
-        spec = {**self.spec, "min": min_nodes, "max": max_nodes, "conf": {**CONF, **conf}}
-        agent = Agent(name, {**spec, "hard_timeout": 40})
+        spec = {**self.spec, "min": min_nodes, "max": max_nodes, "conf": {**self.conf, **conf}}
+        agent = Agent(name, {**spec, "hard_timeout": self.hard_timeout})
         self.agents.append(agent)
         return agent
 
     def start_together(self, n: int, min_nodes: int, max_nodes: int, **conf: Any) -> list[Agent]:
         """Start ``n`` agents and let them join only once all are up: Python start-up takes
-        longer than the 0.2 s last call, and a straggler would miss the first round."""
-        spec = {**self.spec, "min": min_nodes, "max": max_nodes, "conf": {**CONF, **conf}}
-        agents = [Agent(f"a{i}", {**spec, "hard_timeout": 40, "gate": True}) for i in range(n)]
+        longer than the last call, and a straggler would miss the first round."""
+        spec = {**self.spec, "min": min_nodes, "max": max_nodes, "conf": {**self.conf, **conf}}
+        agents = [
+            Agent(f"a{i}", {**spec, "hard_timeout": self.hard_timeout, "gate": True})
+            for i in range(n)
+        ]
         self.agents += agents
         for agent in agents:
             agent.next("started")
@@ -208,7 +222,7 @@ def test_agents_agree_then_survive_a_leave_and_a_crash(cluster: tuple[Cluster, A
     assert all(r["node"] != agents[3].seen[0]["node"] for r in rounds)
     after_leave = max(r["t"] for r in rounds) - left_at
     print(f"graceful leave -> new round in {after_leave:.3f} s")
-    assert after_leave < EXPIRY
+    assert after_leave < agents_of.expiry
     assert store.get(RunKeys(agents_of.spec["run_id"]).closed()) is None
 
     # A crash without a goodbye: its ring predecessor finds it dead on its own clock.
@@ -217,8 +231,8 @@ def test_agents_agree_then_survive_a_leave_and_a_crash(cluster: tuple[Cluster, A
     rounds = [a.next("round") for a in agents[:2]]
     _agree(rounds, world=2, round_no=2)
     after_kill = max(r["t"] for r in rounds) - killed_at
-    print(f"SIGKILL -> new round in {after_kill:.3f} s (keep-alive expiry {EXPIRY} s)")
-    assert after_kill < EXPIRY + 1.5
+    print(f"SIGKILL -> new round in {after_kill:.3f} s (keep-alive expiry {agents_of.expiry} s)")
+    assert after_kill < agents_of.expiry + machine_load.scaled(1.5)
     assert all(a.proc.poll() is None for a in agents[:2])
     assert store.get(RunKeys(agents_of.spec["run_id"]).closed()) is None
 
@@ -244,7 +258,8 @@ def test_below_min_nodes_the_join_times_out(cluster: tuple[Cluster, Any]) -> Non
     error = alone.next("error")
     assert error["type"] == "RendezvousJoinTimeoutError"
     assert "only 1 of at least 2 nodes" in error["message"]
-    assert error["t"] - started < 10.0  # join_timeout 1 s plus a start; the default is 600 s
+    # join_timeout 1 s plus a start; the default is 600 s
+    assert error["t"] - started < machine_load.scaled(10.0)
     assert alone.exit_code() == 3
 
 
@@ -276,7 +291,9 @@ def test_closed_rendezvous_ends_members_and_refuses_joiners(
 
 def _params(agents_of: Cluster) -> RendezvousParameters:
     spec = agents_of.spec
-    return RendezvousParameters(spec["backend"], spec["endpoint"], spec["run_id"], 2, 2, **CONF)
+    return RendezvousParameters(
+        spec["backend"], spec["endpoint"], spec["run_id"], 2, 2, **agents_of.conf
+    )
 
 
 @contextmanager
