@@ -11,7 +11,10 @@ by the recovery. What a fault is (``--fault``):
   re-joins and all N nodes re-form the world (a full re-rendezvous; the protocol before
   attempts). Members learn that the next round opened on their held waits.
 * ``crash``: a training node dies; the others find it dead (heartbeat timeout) and re-form the
-  world without it (a full re-rendezvous of N - k nodes, after seconds of virtual time).
+  world without it, after seconds of virtual time. Its ring predecessor proposes the next round
+  and the survivors confirm it (specs/rendezvous_join.md, re-forming without a full re-join).
+* ``leave``: a training node leaves gracefully; the survivors re-form the world without it (the
+  leaver proposes the next round).
 
 Recoveries advance one latency at a time (at least 1 ms) until the recovered world trains.
 
@@ -44,7 +47,7 @@ from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.sim.cluster import Cluster, Status
 
 CONFIG = dict(heartbeat_interval=1.0, heartbeat_timeout=3.0, last_call_timeout=2.0)
-FAULTS = ("inplace", "rejoin", "crash")
+FAULTS = ("inplace", "rejoin", "crash", "leave")
 
 
 def settle(cluster: Cluster, n: int, world: tuple[int, int], step: float = 0.25) -> float:
@@ -84,8 +87,8 @@ def run(n: int, failures: int, latency: float, fault: str) -> dict[str, object]:
     recovery = 0.0
     for k in range(1, failures + 1):
         name = victim(cluster, n, k)
-        if fault == "crash":
-            cluster.crash(name)
+        if fault in ("crash", "leave"):
+            (cluster.crash if fault == "crash" else cluster.leave)(name)
             recovery += settle(cluster, n - k, (k, 0), step)
         elif fault == "rejoin":
             cluster.fail_workers(name)

@@ -33,8 +33,9 @@ CLOSER = JoinState(
 
 
 def _status(config: RendezvousConfig, beat: bytes | None, now: float) -> reading.Verdict:
-    # Replies to status_ops: closed, result, arrivals, then b's member, gone and heartbeat keys.
-    replies = (None, None, b"1", None, None, beat)
+    # Replies to status_ops: closed, result, arrivals, b's member, gone and heartbeat keys, and
+    # the round's proposal.
+    replies = (None, None, b"1", None, None, beat, None)
     assert len(reading.status_ops(CLOSER)) == len(replies)
     return reading.read_status(CLOSER, OpsDone(replies=replies, now=now), config)
 

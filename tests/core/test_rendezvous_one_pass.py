@@ -140,7 +140,7 @@ def test_a_gather_reads_the_members_as_the_node_by_node_reference_does(
         expected = reference_pending(state, raws, now, config)
     except StateCorrupt:
         expected = None
-    replies = (None, None, b"3", *raws)
+    replies = (None, None, b"3", *raws, None)  # the last: the round's proposal (none)
     verdict = reading.read_status(state, OpsDone(replies=replies, now=now), config)
     if expected is None:
         assert verdict.kind == "corrupt"

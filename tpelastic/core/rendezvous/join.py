@@ -7,7 +7,9 @@ with set-if-absent once the round may complete; whoever's offer lands first wins
 between closers is an ordinary transition. A node the result leaves out moves on to the next
 round, where it counts as waiting. A join retried after losing the store first looks at the
 round it arrived in (``RESUMING``, :mod:`tpelastic.core.rendezvous.resuming`) and takes up the place
-it holds there, instead of arriving anew.
+it holds there, instead of arriving anew. A member of the last round whose peer left or died
+finds the next round proposed as the last one without that peer, and only confirms it
+(``REFORMING``, ``CONFIRMING``, :mod:`tpelastic.core.rendezvous.reform`).
 
 A round may complete only when (one world at a time) every member of the previous round has
 arrived, left, or been found dead (by the closer's own clock, or with leases by its heartbeat key
@@ -43,7 +45,61 @@ ROWS = (
         action="recheck",
         note="a retry: first look at the round it arrived in",
     ),
+    R(
+        src=P.IDLE,
+        on=JoinRequested,
+        dst=P.REFORMING,
+        guard="from_a_round",
+        action="check_reform",
+        note="a member of the last round: first see whether a proposal names it",
+    ),
     R(src=P.IDLE, on=JoinRequested, dst=P.LOCATING, action="locate"),
+    R(
+        src=P.REFORMING,
+        on=OpsDone,
+        dst=P.CLOSED,
+        guard="reform_closed",
+        action="fail_closed_reform",
+    ),
+    R(
+        src=P.REFORMING,
+        on=OpsDone,
+        dst=P.CORRUPT,
+        guard="reform_corrupt",
+        action="fail_corrupt_reform",
+    ),
+    R(
+        src=P.REFORMING,
+        on=OpsDone,
+        dst=P.READING_RESULT,
+        guard="reform_decided",
+        action="read_reformed",
+        note="the next round already has a result: read it",
+    ),
+    R(
+        src=P.REFORMING,
+        on=OpsDone,
+        dst=P.CONFIRMING,
+        guard="proposal_names_me",
+        action="confirm",
+        note="count itself in, having stopped its old world",
+    ),
+    R(
+        src=P.REFORMING,
+        on=OpsDone,
+        dst=P.LOCATING,
+        action="locate_after_check",
+        note="no proposal for it: join as usual",
+    ),
+    R(
+        src=P.CONFIRMING,
+        on=OpsDone,
+        dst=P.PUBLISHING,
+        guard="last_to_confirm",
+        action="publish_reformed",
+        note="its add completed the count: publish the round (offers race safely)",
+    ),
+    R(src=P.CONFIRMING, on=OpsDone, dst=P.FOLLOWING, action="follow"),
     R(src=P.RESUMING, on=OpsDone, dst=P.CLOSED, guard="resume_closed", action="fail_closed_resume"),
     R(
         src=P.RESUMING,
@@ -164,6 +220,14 @@ ROWS = (
         guard="result_exists",
         action="read_result",
         note="another closer published first",
+    ),
+    R(
+        src=P.GATHERING,
+        on=OpsDone,
+        dst=P.PUBLISHING,
+        guard="proposal_stalled",
+        action="publish_void",
+        note="the survivors did not confirm in time: give the round up, the next one re-forms",
     ),
     R(src=P.GATHERING, on=OpsDone, dst=P.COLLECTING, guard="may_close", action="collect"),
     R(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from attrs import evolve
 
 from tpelastic.core.rendezvous import join_guards as gd
-from tpelastic.core.rendezvous import reading, resuming
+from tpelastic.core.rendezvous import reading, reform, resuming
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LivenessTracker
@@ -62,6 +62,45 @@ def _locate_ops(state: JoinState) -> Effects:
 def _locate(state: JoinState, event: JoinRequested, config: RendezvousConfig) -> Result:
     new = evolve(_fresh(event, config), may_resume=True)
     return new, _locate_ops(new)
+
+
+def _check_reform(state: JoinState, event: JoinRequested, config: RendezvousConfig) -> Result:
+    new = evolve(_fresh(event, config), may_resume=True)
+    return new, (StoreOps(reform.check_ops(new)),)
+
+
+def _locate_after_check(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    return state, _locate_ops(state)
+
+
+def _read_reformed(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    new = gd.reform_check(state, event, config).state
+    assert new is not None
+    return _read_result(new, event, config)
+
+
+def _confirm(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    new = gd.reform_check(state, event, config).state
+    assert new is not None
+    return new, (StoreOps(reform.confirm_ops(new)),)
+
+
+def _publish_reformed(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    return _offer(state, gd.confirmation(state, event, config).result)
+
+
+def _publish_void(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+    verdict = gd.status(state, event, config)
+    note = Emit(name="rendezvous.round_void", fields=(("round", state.round_no),))
+    new, effects = _offer(verdict.state or state, verdict.result)
+    return new, (note, *effects)
+
+
+def _offer(state: JoinState, draft: RoundResult | None) -> Result:
+    assert draft is not None
+    key = state.keys.result(state.round_no)
+    offered = evolve(state, draft=draft, unwritten_since=None)
+    return offered, (StoreOps((SetIfAbsent(key, encode_result(draft)),)),)
 
 
 def _recheck(state: JoinState, event: JoinRequested, config: RendezvousConfig) -> Result:
@@ -202,11 +241,7 @@ def _await_slots(state: JoinState, event: OpsDone, config: RendezvousConfig) -> 
 
 
 def _publish(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    draft = gd.collection(state, event, config).result
-    assert draft is not None
-    key = state.keys.result(state.round_no)
-    published = evolve(state, draft=draft, unwritten_since=None)
-    return published, (StoreOps((SetIfAbsent(key, encode_result(draft)),)),)
+    return _offer(state, gd.collection(state, event, config).result)
 
 
 def _announce(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
@@ -260,6 +295,14 @@ def _time_out(state: JoinState, event: WaitEnded, config: RendezvousConfig) -> R
 
 ACTIONS: dict[str, Action] = {
     "locate": _locate,
+    "check_reform": _check_reform,
+    "locate_after_check": _locate_after_check,
+    "read_reformed": _read_reformed,
+    "confirm": _confirm,
+    "publish_reformed": _publish_reformed,
+    "publish_void": _publish_void,
+    "fail_closed_reform": _fail("closed", gd.reform_check),
+    "fail_corrupt_reform": _fail("corrupt", gd.reform_check),
     "recheck": _recheck,
     "recheck_previous": _recheck_previous,
     "resume": _resume,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
-from tpelastic.core.rendezvous import reading, resuming
+from tpelastic.core.rendezvous import reading, reform, resuming
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.ops import OpsDone, WaitEnded
 from tpelastic.core.rendezvous.records import encode_result
@@ -38,7 +38,9 @@ def _without_config(reader: Callable[[JoinState, OpsDone], reading.Verdict]) -> 
 location = reading.once_per_step(_without_config(reading.read_location))
 probe_verdict = reading.once_per_step(_without_config(reading.read_probe))
 resume_verdict = reading.once_per_step(_without_config(resuming.read_resume))
-status = reading.once_per_step(reading.read_status)
+status = reading.once_per_step(reform.read_status)
+reform_check = reading.once_per_step(reform.read_check)
+confirmation = reading.once_per_step(_without_config(reform.read_confirm))
 collection = reading.once_per_step(reading.read_collection)
 result_verdict = reading.once_per_step(_without_config(reading.read_result))
 
@@ -69,6 +71,15 @@ def _retrying(state: JoinState, event: JoinRequested, config: RendezvousConfig) 
     return event.arrived_round is not None
 
 
+def _from_a_round(state: JoinState, event: JoinRequested, config: RendezvousConfig) -> bool:
+    """A member of a round joins the next one, which another member opened."""
+    return (
+        event.from_round is not None
+        and event.arrived_round is None
+        and event.reason in reform.CONFIRMING_REASONS
+    )
+
+
 def _probe_finds_member(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
     """The forming round is found, and this node, which may resume, is in the round before."""
     verdict = probe_verdict(state, event, config)
@@ -89,8 +100,9 @@ def won_publish(state: JoinState, event: OpsDone, config: RendezvousConfig) -> b
 
 
 def _in_draft(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
-    """The result this closer published includes this node."""
-    return state.draft is not None and state.draft.rank_of(state.node.node) is not None
+    """The result this closer published includes this node, and is not void."""
+    draft = state.draft
+    return draft is not None and not draft.void and draft.rank_of(state.node.node) is not None
 
 
 def _lost(kind: str) -> Guard:
@@ -113,6 +125,13 @@ GUARDS: dict[str, Guard] = {
     "probe_behind": _verdict_is(probe_verdict, "behind"),
     "probe_forgotten": _verdict_is(probe_verdict, "forgotten"),
     "closer_slot": _closer_slot,
+    "from_a_round": _from_a_round,
+    "reform_closed": _verdict_is(reform_check, "closed"),
+    "reform_corrupt": _verdict_is(reform_check, "corrupt"),
+    "reform_decided": _verdict_is(reform_check, "decided"),
+    "proposal_names_me": _verdict_is(reform_check, "confirm"),
+    "last_to_confirm": _verdict_is(confirmation, "last"),
+    "proposal_stalled": _verdict_is(status, "void"),
     "retrying": _retrying,
     "probe_finds_member": _probe_finds_member,
     "resume_closed": _verdict_is(resume_verdict, "closed"),

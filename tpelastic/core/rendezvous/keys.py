@@ -67,6 +67,15 @@ class RunKeys:
         """Set once when the previous round's world must end; its members see it and rejoin."""
         return f"{self.round_prefix(round_no)}/opened"
 
+    def proposal(self, round_no: int) -> str:
+        """Set once, with the opening: round R-1's members minus the one gone, which the
+        survivors confirm instead of joining anew (see :mod:`tpelastic.core.rendezvous.reform`)."""
+        return f"{self.round_prefix(round_no)}/proposal"
+
+    def confirmed(self, round_no: int) -> str:
+        """Counter: how many survivors named by the proposal have stopped their old world."""
+        return f"{self.round_prefix(round_no)}/confirmed"
+
     def failures(self, round_no: int) -> str:
         """Counter of worker failures reported for this round (one budget unit if any)."""
         return f"{self.round_prefix(round_no)}/failures"

@@ -519,7 +519,14 @@ def report_dead(state: MemberState, event: LookRead, config: RendezvousConfig) -
     new = evolve(state, seen=event.watch)
     round_no = state.result.round_no
     said = Emit(name="rdzv.found_dead", fields=(("round", round_no), ("node", dead)))
-    return new, (said, StoreOps(membership.report_dead_ops(state.keys, state.result, dead)))
+    ops = membership.report_dead_ops(
+        state.keys,
+        state.result,
+        dead,
+        reporter=state.node,
+        attempt=carried_attempt(state, state.attempt),
+    )
+    return new, (said, StoreOps(ops))
 
 
 def answer_reported(state: MemberState, event: DeathReported, config: RendezvousConfig) -> Out:
@@ -577,7 +584,9 @@ def left_without_writing(state: MemberState, event: object, config: RendezvousCo
 
 def write_leave(state: MemberState, event: ClosedRead, config: RendezvousConfig) -> Out:
     assert state.result is not None
-    return state, (StoreOps(membership.leave_ops(state.keys, state.result, state.node)),)
+    attempt = carried_attempt(state, state.attempt)
+    ops = membership.leave_ops(state.keys, state.result, state.node, attempt=attempt)
+    return state, (StoreOps(ops),)
 
 
 def left(state: MemberState, event: Written, config: RendezvousConfig) -> Out:

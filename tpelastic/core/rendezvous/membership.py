@@ -16,20 +16,34 @@ from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.ops import Add, Get, Op, Reply, Set, SetIfAbsent, SetLeased
 from tpelastic.core.rendezvous.records import (
     ClosedRecord,
+    ProposalRecord,
     RoundResult,
     StateCorrupt,
     decode_closed,
     decode_counter,
     decode_reason,
     encode_closed,
+    encode_proposal,
     encode_reason,
     encode_result,
 )
 from tpelastic.core.values import value_eq, value_hash, value_repr
 
 
-def leave_ops(keys: RunKeys, result: RoundResult, node: str, why: str = "left") -> tuple[Op, ...]:
-    """A graceful leave: mark ``node`` gone for the next round and open it for the others.
+def leave_ops(
+    keys: RunKeys,
+    result: RoundResult,
+    node: str,
+    why: str = "left",
+    *,
+    proposer: str = "",
+    attempt: int = 0,
+) -> tuple[Op, ...]:
+    """A graceful leave: mark ``node`` gone for the next round, propose that round as this one
+    without ``node`` (the survivors confirm it instead of joining anew, see ``reform.py``), and
+    open it for the others. The proposal goes before the opening, so whoever sees the round
+    opened finds it; the first proposal wins (set-if-absent). ``attempt``: the newest in-place
+    attempt of the round the writer knows of.
 
     Leaving never closes the rendezvous: the survivors form the next round without this node.
     """
@@ -37,15 +51,21 @@ def leave_ops(keys: RunKeys, result: RoundResult, node: str, why: str = "left") 
     if rank is None:
         return ()
     nxt = result.round_no + 1
+    proposal = ProposalRecord(
+        base_round=result.round_no, gone=(rank,), proposer=proposer or node, attempt=attempt
+    )
     return (
         Set(keys.gone(nxt, rank), encode_reason(why)),
+        SetIfAbsent(keys.proposal(nxt), encode_proposal(proposal)),
         SetIfAbsent(keys.opened(nxt), encode_reason("membership")),
     )
 
 
-def report_dead_ops(keys: RunKeys, result: RoundResult, node: str) -> tuple[Op, ...]:
+def report_dead_ops(
+    keys: RunKeys, result: RoundResult, node: str, *, reporter: str = "", attempt: int = 0
+) -> tuple[Op, ...]:
     """A member found ``node`` dead on its own clock: same writes as a leave, reason 'dead'."""
-    return leave_ops(keys, result, node, why="dead")
+    return leave_ops(keys, result, node, why="dead", proposer=reporter, attempt=attempt)
 
 
 def open_next_round_ops(keys: RunKeys, result: RoundResult, reason: str) -> tuple[Op, ...]:

@@ -174,6 +174,7 @@ def status_ops(state: JoinState) -> tuple[Op, ...]:
         node = previous.participants[rank].node if previous else ""
         ops += [Get(keys.member_arrived(r, rank)), Get(keys.gone(r, rank))]
         ops.append(Get(keys.heartbeat(node)))
+    ops.append(Get(keys.proposal(r)))  # last: read by reform.read_status
     return tuple(ops)
 
 
@@ -199,7 +200,7 @@ def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> V
             # This node's slot came from the counter, which never goes down.
             raise StateCorrupt(f"{arrivals} arrivals, but this node holds slot {state.slot}")
         key = f"the member, gone and heartbeat keys of {keys.round_prefix(r)}"
-        pending, dead, liveness = _pending_after(state, raws[3:], now, config)
+        pending, dead, liveness = _pending_after(state, raws[3:-1], now, config)
     except (StateCorrupt, ValueError) as error:
         return _corrupt(key, error)
     reached = state.min_reached_at
@@ -345,14 +346,14 @@ def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) 
     draft = RoundResult(
         round_no=state.round_no,
         participants=assign_ranks(chosen, state.previous),
-        restart_count=_restart_count(state.previous, chosen, failures > 0),
+        restart_count=restart_count_of(state.previous, chosen, failure_reported=failures > 0),
         closer=state.node.node,
     )
     return Verdict(kind="publish", result=draft)
 
 
-def _restart_count(
-    previous: RoundResult | None, chosen: Sequence[NodeInfo], failure_reported: bool
+def restart_count_of(
+    previous: RoundResult | None, chosen: Sequence[NodeInfo], *, failure_reported: bool
 ) -> int:
     """The new round's restart count: the previous round's, plus the in-place attempts its
     members report having spent in it (the highest one: attempts are job-wide, so two members
@@ -379,7 +380,8 @@ def read_result(state: JoinState, event: OpsDone) -> Verdict:
             kind="corrupt",
             detail=f"result of round {result.round_no} under round {state.round_no}'s key",
         )
-    if result.rank_of(state.node.node) is None:
+    if result.void or result.rank_of(state.node.node) is None:
+        # Nobody trains in a void round: its participants join the next one as its members.
         return Verdict(kind="not_mine", result=result)
     return Verdict(kind="mine", result=result)
 

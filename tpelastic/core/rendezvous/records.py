@@ -64,6 +64,8 @@ class RoundResult:
 
     Invariant: ``participants`` holds distinct node ids; a node's rank is its index.
     ``closed`` marks the placeholder result that a close writes so no later round can complete.
+    ``void`` marks a re-formed round that was given up (a survivor it names never confirmed):
+    nobody trains in it, and its participants are the members the next round waits for.
     """
 
     __repr__ = value_repr
@@ -77,6 +79,7 @@ class RoundResult:
     # Who offered this result. Two closers may compute the same membership; naming the closer
     # keeps their offers distinct, so exactly one of them sees its own offer stored and won.
     closer: str = ""
+    void: bool = False
     # node -> rank, built once: every node looks itself up in the same O(N) result, and a scan
     # per lookup would cost O(N^2) across a large world. Not part of the value's identity.
     _ranks: dict[str, int] = field(init=False, eq=False, hash=False, repr=False)
@@ -93,6 +96,22 @@ class RoundResult:
     @property
     def world_size(self) -> int:
         return len(self.participants)
+
+
+@frozen(kw_only=True)
+class ProposalRecord:
+    """The next round as one member proposes it: round ``base_round``'s participants minus the
+    ranks in ``gone``, ranks sticky. ``attempt`` is the newest in-place attempt of the base
+    round the proposer knew of (carried into the restart count)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    base_round: int = field(validator=_nonneg)
+    gone: tuple[int, ...] = ()
+    proposer: str = ""
+    attempt: int = field(default=0, validator=_nonneg)
 
 
 @frozen(kw_only=True)
@@ -193,6 +212,8 @@ def encode_result(result: RoundResult) -> bytes:
             "restart_count": result.restart_count,
             "closed": result.closed,
             "closer": result.closer,
+            # Written only when set, so every other result is the record older versions read.
+            **({"void": True} if result.void else {}),
         },
     )
 
@@ -219,6 +240,41 @@ def _decode_result(raw: bytes) -> RoundResult:
             restart_count=_field(data, "restart_count", int),
             closed=_field(data, "closed", bool),
             closer=_field(data, "closer", str),
+            void=_field(data, "void", bool, optional=True) or False,
+        )
+    except ValueError as error:
+        raise StateCorrupt(str(error)) from error
+
+
+def encode_proposal(record: ProposalRecord) -> bytes:
+    return _dump(
+        "proposal",
+        {
+            "base_round": record.base_round,
+            "gone": list(record.gone),
+            "proposer": record.proposer,
+            "attempt": record.attempt,
+        },
+    )
+
+
+@lru_cache(maxsize=64)
+def decode_proposal(raw: bytes) -> ProposalRecord:
+    """Decode a proposal. Cached by its bytes: every survivor of a round reads the same one."""
+    data = _load(raw, "proposal")
+    gone = data.get("gone")
+    if not isinstance(gone, list) or not all(
+        isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gone
+    ):
+        raise StateCorrupt(f"field 'gone' should be a list of ranks, found {gone!r}")
+    if len(set(gone)) != len(gone):
+        raise StateCorrupt("a rank appears twice among the gone")
+    try:
+        return ProposalRecord(
+            base_round=_field(data, "base_round", int),
+            gone=tuple(gone),
+            proposer=_text(data, "proposer", MAX_NAME_CHARS),
+            attempt=_field(data, "attempt", int),
         )
     except ValueError as error:
         raise StateCorrupt(str(error)) from error

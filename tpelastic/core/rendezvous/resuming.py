@@ -75,7 +75,7 @@ def read_resume(state: JoinState, event: OpsDone) -> Verdict:
         return Verdict(kind="corrupt", detail=f"result of round {current.round_no} under {r}'s key")
     if current.rank_of(state.node.node) is None:
         return Verdict(kind="locate", state=_relocated(state, state.from_round, state.reason))
-    if opened:
+    if opened or current.void:
         return Verdict(kind="locate", state=_relocated(state, r, "rejoin"))
     if not state.heartbeats_held:
         # A peer may have found this node dead: end its world so everyone re-forms around it.

@@ -9,7 +9,7 @@ from attrs import field, frozen
 
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LivenessTracker
-from tpelastic.core.rendezvous.records import NodeInfo, RoundResult
+from tpelastic.core.rendezvous.records import NodeInfo, ProposalRecord, RoundResult
 from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
 
 
@@ -21,6 +21,8 @@ class JoinPhase(enum.Enum):
     ARRIVING = "arriving"  # taking an arrival slot in that round
     REGISTERING = "registering"  # writing who it is into its slot
     FOLLOWING = "following"  # waiting for the closer to publish the result
+    REFORMING = "reforming"  # (a member of the last round) reading whether it may confirm
+    CONFIRMING = "confirming"  # (a survivor named by the proposal) counting itself in
     GATHERING = "gathering"  # (closer) reading who has arrived, who is pending, who is dead
     WAITING = "waiting"  # (closer) blocked until a key appears or a deadline passes
     COLLECTING = "collecting"  # (closer) reading the arrivals to build the result
@@ -96,6 +98,12 @@ class JoinState:
     # writes its slot right after counting itself, so the closer waits for it (up to the
     # heartbeat timeout: longer means it died in between) rather than leave a live node out.
     unwritten_since: Instant | None = None
+    # The proposal of this round this survivor confirmed (see reform.py), for the last one to
+    # build the round from.
+    proposal: ProposalRecord | None = None
+    # When a closer that found this round proposed stops waiting for the survivors' result and
+    # publishes the round void (None: it has not seen the proposal yet).
+    void_at: Instant | None = None
 
     @property
     def is_closer(self) -> bool:
@@ -135,7 +143,9 @@ class JoinRequested:
 
 
 # Phases in which a join holds no slot yet: a retry from there simply joins again.
-_NOT_ARRIVED = frozenset({JoinPhase.IDLE, JoinPhase.LOCATING, JoinPhase.PROBING})
+_NOT_ARRIVED = frozenset(
+    {JoinPhase.IDLE, JoinPhase.REFORMING, JoinPhase.LOCATING, JoinPhase.PROBING}
+)
 
 
 def worth_retrying(
