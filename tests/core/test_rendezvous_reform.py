@@ -153,7 +153,7 @@ def _check_ranks(run: Run) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(_scenario(silent=False))
-def test_F1_survivors_confirm_the_proposal_and_keep_their_ranks(
+def test_R21_survivors_confirm_the_proposal_and_keep_their_ranks(
     scenario: tuple[int, int, bool, int | None, list[int]],
 ) -> None:
     n, gone, crash, _, order = scenario
@@ -179,7 +179,7 @@ def test_F1_survivors_confirm_the_proposal_and_keep_their_ranks(
 
 @settings(max_examples=40, deadline=None)
 @given(_scenario(silent=True))
-def test_F2_a_stalled_proposal_ends_void_and_the_next_round_forms_without_the_silent(
+def test_R22_a_stalled_proposal_ends_void_and_the_next_round_forms_without_the_silent(
     scenario: tuple[int, int, bool, int | None, list[int]],
 ) -> None:
     n, gone, crash, silent, order = scenario
