@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 
+import machine_load
 import pytest
 
 from tpelastic.adapters.rendezvous.driver import KeepAlive, execute_ops, run_join
@@ -69,7 +70,7 @@ from tpelastic.adapters.rendezvous.driver import KeepAlive, run_join
 from tpelastic.adapters.stores import tcp_store
 from tpelastic.core.rendezvous.config import RendezvousConfig
 port, node = int(sys.argv[1]), sys.argv[2]
-config = RendezvousConfig(min_nodes=3, max_nodes=3, join_timeout=15.0, **json.loads(sys.argv[3]))
+config = RendezvousConfig(min_nodes=3, max_nodes=3, **json.loads(sys.argv[3]))
 store = tcp_store("127.0.0.1", port, is_server=False, timeout=5.0)
 with KeepAlive(store, config, run_id="tcp", node=node) as keep_alive:
     joined = run_join(store, config, run_id="tcp", node=node)
@@ -88,12 +89,15 @@ store.close()
 def test_three_processes_over_a_tcp_store_agree_on_ranks() -> None:
     server = tcp_store("127.0.0.1", 0, is_server=True, timeout=5.0)
     procs: list[subprocess.Popen[str]] = []
+    # Three interpreters start and beat on a shared machine: the times stretch with its load.
+    load = machine_load.factor()
+    conf = {**{k: v * load for k, v in FAST.items()}, "join_timeout": 15.0 * load}
     try:
         port = server.raw.port
         for i in range(3):
             procs.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", AGENT, str(port), f"p{i}", json.dumps(FAST)],
+                    [sys.executable, "-c", AGENT, str(port), f"p{i}", json.dumps(conf)],
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
@@ -101,7 +105,7 @@ def test_three_processes_over_a_tcp_store_agree_on_ranks() -> None:
             )
         outputs = []
         for proc in procs:
-            out, err = proc.communicate(timeout=20)
+            out, err = proc.communicate(timeout=conf["join_timeout"] + 5.0 * load)
             assert proc.returncode == 0, err
             outputs.append(json.loads(out.strip().splitlines()[-1]))
     finally:
