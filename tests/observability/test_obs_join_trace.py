@@ -114,11 +114,6 @@ def test_no_recorder_records_nothing(recorded: list[Event]) -> None:
     assert recorded == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open finding: on the clean-clone run one of the two agents did not finish in 90 s "
-    "after the crash restarted in place; not reproduced yet",
-)
 def test_R14_an_agent_run_records_its_joins_and_they_replay(tmp_path: Path) -> None:
     """Two real agents on the tcp backend, a worker crash restarted in place: the joins replay
     (one per node: an in-place restart joins nothing)."""

@@ -79,13 +79,33 @@ def test_a_failing_wait_reaches_the_inbox() -> None:
     assert "no workers" in str(got.error)
 
 
-def test_only_outcomes_of_effects_count_as_pending_for_an_attempt() -> None:
+def test_only_outcomes_of_effects_are_counted() -> None:
+    """The loop ends a step at an effect that put its outcome here: pumped items, which come
+    at any time from other threads, must not count."""
     inbox = Inbox()
     inbox.put(WorkersEnded(serial=1, result=RunProcsResult()))
     inbox.put(RoundChanged(watcher=None))  # type: ignore[arg-type]
-    assert inbox and not inbox.holds_outcome()
+    assert inbox and inbox.outcomes == 0
     inbox.put("RendezvousFailed")
-    assert inbox.holds_outcome()
+    inbox.pop()
+    assert inbox.outcomes == 1  # counted when put, not while held
+
+
+def test_an_end_reported_before_the_stop_is_not_the_current_starts() -> None:
+    """The workers' end was queued, then the loop stopped them (an attempt opened) and waits
+    for the attempt's endpoint before the next start: that end must read as stale, or the
+    loop takes it for the new attempt's workers succeeding before they ever started."""
+    inbox = Inbox()
+    done = threading.Event()
+    done.set()
+    pumps = WorkerPumps(inbox, lambda: _ended_when(done, RunProcsResult(return_values={0: 1})))
+    pumps.start("r0")
+    ended = inbox.pop_within(10.0)
+    assert isinstance(ended, WorkersEnded) and ended.serial == pumps.serial
+    pumps.stop()
+    assert ended.serial != pumps.serial
+    pumps.start("r0a1")
+    assert ended.serial != pumps.serial
 
 
 def test_a_join_is_pending_until_the_loop_takes_its_end() -> None:

@@ -110,8 +110,8 @@ class InPlaceEffects:
         self._clock, self._inbox = clock, inbox
 
     def open(self, effect: core.OpenAttempt) -> None:
-        """Open the attempt for every member; a store error is a lost rendezvous (the step's
-        StartWorkers then starts nothing: the failure is taken first)."""
+        """Open the attempt for every member; a store error is a lost rendezvous (its outcome
+        ends the step: the step's StartWorkers is not carried out)."""
         try:
             self._membership.open_attempt(effect.attempt, effect.reason)
         except rz.RendezvousError as error:
@@ -129,11 +129,9 @@ class InPlaceEffects:
 
     def enter(self, effect: core.StartWorkers) -> Joined | EndpointWait | None:
         """Move to ``effect.attempt``: the attempt when this node is in it already, else the
-        wait for its endpoint. None when an effect's outcome is in the inbox instead (the
-        attempt could not be opened, or could not be entered): the loop takes that first and
-        starts no workers."""
-        if self._inbox.holds_outcome():
-            return None
+        wait for its endpoint. None when it could not be entered: the failure is in the inbox,
+        the loop takes it next and starts no workers. (An attempt that could not be opened
+        ends its step before this: see ``SimpleElasticAgent._feed``.)"""
         try:
             joined = self._membership.enter_attempt(effect.attempt)
         except rz.RendezvousError as error:

@@ -43,19 +43,23 @@ class Inbox:
     def __init__(self) -> None:
         self._items: deque[Any] = deque()
         self._changed = threading.Condition()
+        self._outcomes = 0
 
     def put(self, observation: Any) -> None:
         with self._changed:
             self._items.append(observation)
+            if not isinstance(observation, _PUMPED):
+                self._outcomes += 1
             self._changed.notify()
 
     def __bool__(self) -> bool:
         return bool(self._items)
 
-    def holds_outcome(self) -> bool:
-        """Whether an outcome of an effect (anything but what a pump put here) is waiting."""
-        with self._changed:
-            return any(not isinstance(item, _PUMPED) for item in self._items)
+    @property
+    def outcomes(self) -> int:
+        """How many outcomes of effects (anything but what a pump put here) were ever put: an
+        effect that changed it put its outcome here."""
+        return self._outcomes
 
     def pop(self) -> Any:
         """The oldest observation (the caller checked there is one)."""
@@ -182,8 +186,10 @@ class WorkerPumps:
 
     @property
     def serial(self) -> int:
-        """The current start's serial (what its pump's observations carry)."""
-        return self._serial
+        """The running start's serial (what its pump's observations carry); 0, which no start
+        has, once its workers were stopped: an end they reported before the stop is stale
+        even while the next start is still to come (an attempt waiting for its endpoint)."""
+        return self._serial if self._current is not None else 0
 
     def start(self, attempt: str) -> None:
         """Workers of ``attempt`` (its label names the thread) just started: pump their end."""
