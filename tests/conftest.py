@@ -8,7 +8,9 @@ two cores. ``nightly`` is for long hunts. Choose with HYPOTHESIS_PROFILE.
 import os
 import pathlib
 import random
+from collections.abc import Iterator
 
+import machine_load
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -27,6 +29,13 @@ settings.register_profile(
 )
 settings.register_profile("nightly", max_examples=5000, stateful_step_count=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(autouse=True)
+def load_factor() -> Iterator[float]:
+    """The machine's load factor, held for the whole test (tests/machine_load.py)."""
+    with machine_load.pinned() as load:
+        yield load
 
 
 # The agent and rendezvous adapter tests run on a default clock shifted by a large random

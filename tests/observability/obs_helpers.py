@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import machine_load
+
 REPO = Path(__file__).resolve().parents[2]
 WORKER = str(Path(__file__).resolve().parent / "scripts" / "obs_worker.py")
 T = TypeVar("T")
@@ -21,6 +23,16 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def fast_detection(last_call: float, rest: str) -> str:
+    """A rendezvous conf: keep-alive 0.3 s x 3 and a ``last_call`` s last call on a quiet
+    machine, stretched by its load now (tests/machine_load.py), then ``rest``."""
+    load = machine_load.factor()
+    return (
+        f"keep_alive_interval={0.3 * load:g},keep_alive_max_attempt=3,"
+        f"last_call_timeout={last_call * load:g},{rest}"
+    )
 
 
 def _env() -> dict[str, str]:

@@ -12,11 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from obs_helpers import REPO, WORKER, free_port, wait_for
+from obs_helpers import REPO, WORKER, fast_detection, free_port, wait_for
 
 from tpelastic.adapters.sinks.console_lines import RepeatCollapser
 
-FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=1,is_host=false"
 STAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} \[tpelastic\] ")
 
 
@@ -39,7 +38,8 @@ def test_membership_changes_and_a_sigterm_are_named(tmp_path: Path) -> None:
         cmd = [
             sys.executable, "-m", "tpelastic", "run", "--nnodes", "1:3", "--nproc-per-node", "1",
             "--rdzv-backend", "tcp", "--rdzv-endpoint", f"127.0.0.1:{port}",
-            "--rdzv-id", "console", "--local-addr", "127.0.0.1", "--rdzv-conf", FAST,
+            "--rdzv-id", "console", "--local-addr", "127.0.0.1",
+            "--rdzv-conf", fast_detection(1, "is_host=false"),
             WORKER, "--hold-until", str(release),
         ]  # fmt: skip
         with open(tmp_path / f"node{i}.log", "wb") as out:  # not a terminal: stamped lines

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from obs_helpers import REPO, WORKER, free_port, wait_for
+from obs_helpers import REPO, WORKER, fast_detection, free_port, wait_for
 
 from tpelastic.adapters.status import (
     decode_status,
@@ -21,8 +21,6 @@ from tpelastic.adapters.status import (
 )
 from tpelastic.adapters.stores.memory import MemoryStore
 from tpelastic.core.rendezvous.records import StateCorrupt
-
-FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=60"
 
 
 def _env() -> dict[str, str]:
@@ -47,7 +45,7 @@ def test_status_json_of_a_live_three_node_job(tmp_path: Path) -> None:
         cmd = [
             sys.executable, "-m", "tpelastic", "run", "--nnodes", "3", "--nproc-per-node", "2",
             *store_args, "--rdzv-id", "status-job", "--local-addr", "127.0.0.1",
-            "--rdzv-conf", FAST, "--max-restarts", "1", *extra,
+            "--rdzv-conf", fast_detection(0.5, "join_timeout=60"), "--max-restarts", "1", *extra,
             WORKER, "--crash-rank", "4", "--hold-until", str(release),
         ]  # fmt: skip
         with open(tmp_path / f"node{i}.log", "wb") as out:

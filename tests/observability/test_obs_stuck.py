@@ -10,14 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from obs_helpers import REPO, free_port
+from obs_helpers import REPO, fast_detection, free_port
 
 from tpelastic.adapters.boot import BOOT_DIR
 from tpelastic.adapters.status import stragglers, stuck_rank
 
 pytest.importorskip("tensorplay.distributed")
 HANG = str(Path(__file__).resolve().parent / "scripts" / "hang_worker.py")
-FAST = "keep_alive_interval=0.3,keep_alive_max_attempt=3,last_call_timeout=0.5,join_timeout=60"
 
 
 def _env() -> dict[str, str]:
@@ -50,7 +49,7 @@ def test_across_two_nodes_the_waiting_node_names_the_peer_that_never_came() -> N
     common = [
         "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "tcp",
         "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "stuck-two",
-        "--local-addr", "127.0.0.1", "--rdzv-conf", FAST,
+        "--local-addr", "127.0.0.1", "--rdzv-conf", fast_detection(0.5, "join_timeout=60"),
     ]  # fmt: skip
     nodes = [_run(*common) for _ in range(2)]
     outs = [proc.communicate(timeout=150)[0] for proc in nodes]
