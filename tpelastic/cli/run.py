@@ -371,6 +371,7 @@ def config_from_args(ns: Namespace) -> Any:
             duplicate_stderr_filters=_filters(ns.duplicate_stderr_filters),
             virtual_local_rank=bool(ns.virtual_local_rank),
             numa_options=_numa(ns.numa_binding),
+            warm_workers=_on_off("warm-workers", ns.warm_workers),
         )
     except ConfigError as error:
         raise UsageError(str(error)) from None
@@ -425,6 +426,15 @@ def _shutdown_timeout(text: object) -> int | None:
     if text is None:
         return None
     return _int("shutdown-timeout", text, 0, int(MAX_SECONDS))
+
+
+def _on_off(flag: str, text: object) -> bool:
+    value = str(text).strip().lower()
+    if value in ("on", "1", "true", "yes"):
+        return True
+    if value in ("off", "0", "false", "no"):
+        return False
+    raise UsageError(f"--{flag} {text!r}: use on or off")
 
 
 def _signals(text: object) -> str:

@@ -97,6 +97,11 @@ _OWN_VALUES: tuple[tuple[tuple[str, ...], str | None, str], ...] = (
         "auto",
         "time-stamp the agent's lines: on, off, auto (on when stderr is no terminal)",
     ),
+    (
+        ("--warm-workers", "--warm_workers"),
+        "on",
+        "start workers from interpreters that imported tensorplay already: on, off",
+    ),
 )
 _OWN_SWITCHES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--timers",), "let workers use tpelastic.timer.expires"),

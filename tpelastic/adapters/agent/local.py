@@ -18,6 +18,7 @@ from tpelastic.adapters.workers.start import start_processes
 
 if TYPE_CHECKING:
     from tpelastic.adapters.workers.logs import LogsSpecs
+    from tpelastic.adapters.workers.warm import WarmPool
 
 log = logging.getLogger("tpelastic.agent")
 
@@ -130,11 +131,26 @@ class LocalElasticAgent(SimpleElasticAgent):
         self._ctx: PContext | None = None
         self._run_dir: str | None = None  # <log_dir or a temp folder>/<run id>_<random>
         self._temp_root: str | None = None  # the temp folder we made, when log_dir is None
+        self._warm: WarmPool | None = None  # made at the first start, when warm workers are on
+
+    def _warm_pool(self) -> WarmPool | None:
+        """This agent's warm interpreters (see ``workers/warm.py``), or None when they are off
+        (``WorkerSpec.warm_workers``, ``TPELASTIC_WARM_WORKERS=0``) or the workers are
+        callables."""
+        if self._warm is None and self._spec.warm_workers and isinstance(self._spec.target, str):
+            from tpelastic.adapters.workers import warm
+            from tpelastic.adapters.workers.context import _LAUNCHER
+
+            if warm.enabled():
+                self._warm = warm.WarmPool(_LAUNCHER.run, warm.imports_from_env())
+        return self._warm
 
     def run(self, role: str = "default") -> RunResult:
         try:
             return super().run(role)
         finally:
+            if self._warm is not None:
+                self._warm.close()
             self._remove_temp_logs()
 
     def _log_dir_for(self, envs: dict[int, dict[str, str]]) -> str:
@@ -185,7 +201,8 @@ class LocalElasticAgent(SimpleElasticAgent):
             duplicate_stderr_filters=spec.duplicate_stderr_filters,
         )
         if self._plugin_logs is not None:
-            self._ctx = start_processes(logs_specs=self._plugin_logs, **common)
+            warm = self._warm_pool()
+            self._ctx = start_processes(logs_specs=self._plugin_logs, warm=warm, **common)
             return
         self._ctx = start_processes(
             **common,
@@ -194,6 +211,7 @@ class LocalElasticAgent(SimpleElasticAgent):
             tee=spec.tee,
             attempt=attempt,
             local_ranks_filter=spec.local_ranks_filter,
+            warm=self._warm_pool(),
         )
 
     def _stop_workers(self, reason: str) -> None:

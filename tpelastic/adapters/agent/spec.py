@@ -70,6 +70,9 @@ class WorkerSpec:
         local_ranks_filter: only these local ranks' output reaches the console; None is all.
         signals_to_handle: the signals that stop the agent and its workers (torchrun's
             ``--signals-to-handle``); SIGUSR1 and SIGUSR2 are forwarded unless named.
+        warm_workers: start command workers of a Python script or module from pre-started
+            interpreters that have already imported tensorplay (``workers/warm.py``); False
+            (or ``TPELASTIC_WARM_WORKERS=0``) starts every worker afresh.
     """
 
     __repr__ = value_repr
@@ -111,6 +114,7 @@ class WorkerSpec:
     health_host: str = field(default="127.0.0.1", kw_only=True)
     local_ranks_filter: frozenset[int] | None = field(default=None, kw_only=True)
     signals_to_handle: str = field(default="SIGTERM,SIGINT,SIGHUP,SIGQUIT", kw_only=True)
+    warm_workers: bool = field(default=True, kw_only=True)
 
     @property
     def events(self) -> str:

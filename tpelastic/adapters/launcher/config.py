@@ -89,6 +89,8 @@ class LaunchConfig:
         numa_options: torchrun's ``--numa-binding`` mode; binding applies to GPU workers only.
         signals_to_handle: the signals that stop the agent and its workers (comma-separated
             names, as torchrun's ``--signals-to-handle``).
+        warm_workers: start Python workers from pre-started interpreters that have already
+            imported tensorplay (see docs/processes.md); False starts each one afresh.
         duplicate_stdout_filters, duplicate_stderr_filters: lines of the teed streams that
             hold any of these texts are also copied to ``filtered_stdout.log`` /
             ``filtered_stderr.log`` in the attempt's log folder.
@@ -162,6 +164,7 @@ class LaunchConfig:
     metrics_host: str = field(default="127.0.0.1", kw_only=True)
     health_host: str = field(default="127.0.0.1", kw_only=True)
     local_ranks_filter: frozenset[int] | None = field(default=None, kw_only=True)
+    warm_workers: bool = field(default=True, kw_only=True)
 
     @property
     def events(self) -> str:

@@ -237,6 +237,7 @@ def worker_spec(
         virtual_local_rank=config.virtual_local_rank,
         signals_to_handle=config.signals_to_handle,
         close_timeout=shutdown_grace(config),
+        warm_workers=config.warm_workers,
     )
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tpelastic.adapters.workers.api import Std, WorkerStartError
 from tpelastic.adapters.workers.context import PContext
 from tpelastic.adapters.workers.logs import LogsSpecs
 from tpelastic.adapters.workers.subprocess_context import SubprocessContext
+
+if TYPE_CHECKING:
+    from tpelastic.adapters.workers.warm import WarmPool
 
 START_METHODS = ("spawn", "fork", "forkserver")
 # Interpreter options that take a value, so the script path is the argument after it.
@@ -117,6 +120,7 @@ def start_processes(
     tee: Std | int | str | dict[int, Std] = Std.NONE,
     attempt: int | str | None = None,
     local_ranks_filter: frozenset[int] | None = None,
+    warm: WarmPool | None = None,
 ) -> PContext:
     """Start ``len(envs)`` workers and return their running context (torch's signature).
 
@@ -132,6 +136,8 @@ def start_processes(
             at their defaults, which otherwise make the ``LogsSpecs``.
         log_line_prefixes: per local rank, the prefix of its teed lines.
         start_method: for callables: ``spawn`` (default), ``fork`` or ``forkserver``.
+        warm: warm interpreters to start command workers from (see ``warm.py``); None (the
+            default here; the agent passes its own) starts them plainly.
         numa_options: a NUMA binding mode (``node``, ``socket``, ``exclusive``,
             ``core-complex``) or torch's ``NumaOptions``; None binds nothing.
         duplicate_stdout_filters, duplicate_stderr_filters: teed lines holding any of these
@@ -175,7 +181,9 @@ def start_processes(
         _check_executable(entrypoint)
         for rank_args in per_rank_args.values():
             _check_python_script(entrypoint, rank_args)
-        ctx = SubprocessContext(name, entrypoint, per_rank_args, clean_envs, logs_specs, *extras)
+        ctx = SubprocessContext(
+            name, entrypoint, per_rank_args, clean_envs, logs_specs, *extras, warm=warm
+        )
     elif callable(entrypoint):
         per_rank = dict(args or {})
         if sorted(per_rank) != sorted(clean_envs):

@@ -1,0 +1,391 @@
+"""Warm interpreters: a worker started from a Python that has already imported its framework.
+
+A restarted worker spends most of its recovery importing tensorplay. The agent therefore keeps,
+per local rank, one spare interpreter (``warm_boot.py``) started with the job's base
+environment (the worker's, without the per-attempt variables of :data:`PER_ATTEMPT`), the same
+interpreter options and ``sys.path[0]``, which has imported the framework and waits on a socket.
+Starting a worker hands the spare its full environment, argv, cwd and stdout/stderr; the spare
+then runs the script as ``python script.py`` (or ``-m module``) would. After every start the
+next spares are made in the background, never by forking a process that imported anything:
+each is a fresh interpreter, started like a worker (parent-death signal, its own session).
+
+The decisions are functions of their inputs, tested alone: :func:`plan_for` (can this command
+run warm at all), :func:`refusal` (may this spare become this worker). Anything else starts
+the worker plainly: ``--no-python`` and other programs, ``-c`` (``--run-path``), a directory
+or zip, an option the plan does not know, NUMA binding, or a spare whose base environment,
+interpreter or script differs from the worker's. See docs/processes.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import subprocess
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from attrs import frozen
+
+from tpelastic.adapters.clock import SYSTEM_CLOCK
+from tpelastic.adapters.ports import Clock
+from tpelastic.adapters.workers import deathsig, subreaper
+
+log = logging.getLogger("tpelastic.agent")
+
+ENABLE_ENV = "TPELASTIC_WARM_WORKERS"
+IMPORTS_ENV = "TPELASTIC_WARM_IMPORTS"
+DEFAULT_IMPORTS = ("tensorplay",)
+BOOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm_boot.py")
+# Loads the boot file under a private name, so ``__main__`` stays the interpreter's own.
+_LOADER = (
+    "import importlib.util as u, sys\n"
+    f"s = u.spec_from_file_location('_tpelastic_warm_boot', {BOOT!r})\n"
+    "m = u.module_from_spec(s); sys.modules[s.name] = m; s.loader.exec_module(m)\n"
+    "m.main(sys.argv[1:])\n"
+)
+
+# What a worker is told at hand-over rather than at its interpreter's start: they change with
+# every attempt (ranks, the world, the store, the restart count, the attempt's files).
+PER_ATTEMPT = frozenset(
+    {
+        "RANK",
+        "WORLD_SIZE",
+        "GROUP_RANK",
+        "GROUP_WORLD_SIZE",
+        "ROLE_RANK",
+        "ROLE_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHELASTIC_RESTART_COUNT",
+        "TPELASTIC_RESTART_COUNT",
+        "TPELASTIC_ROUND",
+        "TPELASTIC_ATTEMPT",
+        "TORCHELASTIC_USE_AGENT_STORE",
+        "TORCHELASTIC_ERROR_FILE",
+        "TPELASTIC_ERROR_FILE",
+        "TPELASTIC_PROGRESS_FILE",
+        subreaper.MARKER,
+    }
+)
+
+_PYTHON_NAME = re.compile(r"^python[0-9.]*$")
+_FLAGS = frozenset({"-u", "-B", "-O", "-OO", "-s", "-S", "-E", "-I", "-b", "-bb", "-q", "-R"})
+_FLAGS_WITH_VALUE = ("-W", "-X")
+_READY_TIMEOUT = 120.0  # a spare still importing is still ahead of a fresh start
+_SPAWN_DELAY = 1.0  # let the workers just started take their first steps first
+
+
+def enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether warm interpreters are on: ``TPELASTIC_WARM_WORKERS`` unset, or not 0/off."""
+    value = (os.environ if environ is None else environ).get(ENABLE_ENV, "1")
+    return value.strip().lower() not in ("0", "off", "false", "no")
+
+
+def imports_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The modules a spare imports: ``TPELASTIC_WARM_IMPORTS`` (comma-separated), else
+    tensorplay. Modules that are not installed are left out by the spare itself."""
+    value = (os.environ if environ is None else environ).get(IMPORTS_ENV)
+    if value is None:
+        return DEFAULT_IMPORTS
+    return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+@frozen
+class WarmPlan:
+    """How a ``python [opts] script|-m module args`` command runs in a spare."""
+
+    python: str
+    options: tuple[str, ...]
+    kind: str  # "script" or "module"
+    target: str  # the script path as given, or the module name
+    rest: tuple[str, ...]
+
+    def argv(self) -> list[str]:
+        """``sys.argv`` before the run (``-m`` replaces [0] with the module's file, as Python)."""
+        return [self.target, *self.rest]
+
+    def path0(self, cwd: str) -> str:
+        """``sys.path[0]``: the script's folder (symlinks resolved), or the cwd for ``-m``."""
+        if self.kind == "module":
+            return cwd
+        return os.path.dirname(os.path.realpath(os.path.join(cwd, self.target)))
+
+
+def plan_for(entrypoint: str, args: tuple[str, ...], *, numa: bool = False) -> WarmPlan | str:
+    """The warm plan of a worker command, or the reason it starts plainly."""
+    if numa:
+        return "NUMA binding applies to the process before it starts"
+    if not _PYTHON_NAME.match(os.path.basename(entrypoint)):
+        return f"{entrypoint!r} is not a Python interpreter"
+    options: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _FLAGS:
+            options.append(arg)
+        elif arg in _FLAGS_WITH_VALUE and i + 1 < len(args):
+            options += [arg, args[i + 1]]
+            i += 1
+        elif arg.startswith(_FLAGS_WITH_VALUE) and len(arg) > 2:
+            options.append(arg)
+        elif arg == "-m" and i + 1 < len(args):
+            return WarmPlan(entrypoint, tuple(options), "module", args[i + 1], args[i + 2 :])
+        elif arg.startswith("-m") and len(arg) > 2:
+            return WarmPlan(entrypoint, tuple(options), "module", arg[2:], args[i + 1 :])
+        elif arg.startswith("-"):
+            return f"interpreter option {arg!r} (inline code, stdin or unknown)"
+        else:
+            return WarmPlan(entrypoint, tuple(options), "script", arg, args[i + 1 :])
+        i += 1
+    return "no script or module"
+
+
+def script_refusal(plan: WarmPlan, cwd: str) -> str | None:
+    """Why ``plan``'s script cannot run warm (a folder or zip runs its ``__main__``), or None."""
+    if plan.kind != "script":
+        return None
+    path = os.path.join(cwd, plan.target)
+    if not os.path.isfile(path):
+        return f"{plan.target!r} is not a file"
+    try:
+        with open(path, "rb") as src:
+            src.seek(0, os.SEEK_END)
+            src.seek(max(0, src.tell() - (1 << 16)))
+            if b"PK\x05\x06" in src.read():
+                return f"{plan.target!r} is a zip archive"
+    except OSError as err:
+        return f"{plan.target!r}: {err.strerror}"
+    return None
+
+
+def base_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the per-attempt variables: what a spare is started with."""
+    return {k: v for k, v in env.items() if k not in PER_ATTEMPT}
+
+
+def refusal(
+    spare_plan: WarmPlan, spare_env: Mapping[str, str], plan: WarmPlan, env: Mapping[str, str]
+) -> str | None:
+    """Why the spare started for ``spare_plan``/``spare_env`` must not become the worker of
+    ``plan``/``env`` (its interpreter saw a different start), or None when it may."""
+    if spare_plan != plan:
+        return "the command changed"
+    wanted = base_env(env)
+    if wanted != dict(spare_env):
+        changed = sorted(k for k in {*wanted, *spare_env} if wanted.get(k) != spare_env.get(k))
+        return "the environment changed: " + ", ".join(changed[:5])
+    return None
+
+
+class Spare:
+    """One waiting interpreter: its process, its end of the socket, what it was started as."""
+
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        link: socket.socket,
+        plan: WarmPlan,
+        env: dict[str, str],
+        cwd: str,
+    ) -> None:
+        self.popen = popen
+        self.link = link
+        self.plan = plan
+        self.env = env
+        self.cwd = cwd
+        self._ready: bool | None = None  # its one report, once read
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until it has imported (True) or failed or died (False), up to ``timeout`` s."""
+        from tpelastic.adapters.workers.context import wait_handles
+
+        if self._ready is None:
+            if not wait_handles([self.link], timeout):
+                return False
+            try:
+                self._ready = self.link.recv(1) == b"R"
+            except OSError:
+                self._ready = False
+        return self._ready
+
+    def hand_over(self, env: Mapping[str, str], cwd: str, out_fd: int, err_fd: int) -> bool:
+        """Make it the worker: its environment, cwd, argv and output; False if it is gone."""
+        order = {
+            "env": dict(env),
+            "spawn_env": self.env,
+            "cwd": cwd,
+            "argv": self.plan.argv(),
+            "kind": self.plan.kind,
+            "target": self.plan.target,
+            "path0": self.plan.path0(cwd),
+        }
+        try:
+            socket.send_fds(self.link, [json.dumps(order).encode()], [out_fd, err_fd])
+        except OSError:
+            return False
+        finally:
+            self.link.close()
+        return True
+
+    def discard(self) -> None:
+        """Stop it (it has run nothing of the job's) and reap it."""
+        self.link.close()
+        try:
+            self.popen.kill()
+        except ProcessLookupError:
+            pass
+        try:
+            self.popen.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            log.warning("warm interpreter %d did not exit after SIGKILL", self.pid)
+
+
+class WarmPool:
+    """The spares of one agent, one per local rank, made again after every start.
+
+    Args:
+        launch: runs a callable on the thread that forks the workers (the parent-death signal
+            follows the forking thread) and returns its result.
+        imports: the modules each spare imports before it waits.
+        clock: for the delay before new spares and the readiness wait.
+        spawn_delay: seconds between a start and the spares made for the next one.
+    """
+
+    def __init__(
+        self,
+        launch: Callable[[Callable[[], Any]], Any],
+        imports: tuple[str, ...] = DEFAULT_IMPORTS,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        spawn_delay: float = _SPAWN_DELAY,
+        ready_timeout: float = _READY_TIMEOUT,
+    ) -> None:
+        self._launch = launch
+        self._imports = imports
+        self._clock = clock
+        self._spawn_delay = spawn_delay
+        self._ready_timeout = ready_timeout
+        self._lock = threading.Lock()
+        self._spares: dict[int, Spare] = {}
+        self._generation: dict[int, int] = {}
+        self._closed = False
+        self.started = 0  # spares made
+        self.used = 0  # workers started from one
+
+    def take(
+        self, local_rank: int, plan: WarmPlan, env: Mapping[str, str], cwd: str
+    ) -> Spare | None:
+        """The ready spare that may become this worker, removed from the pool; None if there is
+        none (a mismatched or failed spare is discarded)."""
+        with self._lock:
+            spare = self._spares.pop(local_rank, None)
+            self._generation[local_rank] = self._generation.get(local_rank, 0) + 1
+        if spare is None:
+            return None
+        why = refusal(spare.plan, spare.env, plan, env) or (
+            "the cwd changed" if spare.cwd != cwd else None
+        )
+        if why is None and not spare.wait_ready(self._ready_timeout):
+            why = "it did not get ready (an import failed, or it died)"
+        if why is not None:
+            log.debug("local rank %d starts plainly (warm interpreter: %s)", local_rank, why)
+            spare.discard()
+            return None
+        self.used += 1
+        return spare
+
+    def refill(self, local_rank: int, plan: WarmPlan, env: Mapping[str, str], cwd: str) -> None:
+        """Make this rank's next spare in the background, after the spawn delay."""
+        spare_env = base_env(env)
+        with self._lock:
+            if self._closed:
+                return
+            generation = self._generation.get(local_rank, 0)
+        why = script_refusal(plan, cwd)
+        if why is not None:
+            log.debug("local rank %d: no warm interpreter: %s", local_rank, why)
+            return
+
+        def make() -> None:
+            self._clock.sleep(self._spawn_delay)
+            with self._lock:
+                if self._closed or self._generation.get(local_rank, 0) != generation:
+                    return  # closed, or a start took this rank meanwhile: its own refill runs
+            try:
+                spare = self._launch(lambda: self._spawn(plan, spare_env, cwd))
+            except (OSError, TimeoutError) as err:
+                log.debug("local rank %d: no warm interpreter: %s", local_rank, err)
+                return
+            with self._lock:
+                stale = self._closed or self._generation.get(local_rank, 0) != generation
+                old = None if stale else self._spares.get(local_rank)
+                if not stale:
+                    self._spares[local_rank] = spare
+            for gone in (spare if stale else None, old):
+                if gone is not None:
+                    gone.discard()
+
+        threading.Thread(target=make, name=f"warm-{local_rank}", daemon=True).start()
+
+    def _spawn(self, plan: WarmPlan, env: dict[str, str], cwd: str) -> Spare:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = [
+            *deathsig.prefix(os.getpid()),
+            plan.python,
+            *plan.options,
+            "-c",
+            _LOADER,
+            str(theirs.fileno()),
+            plan.path0(cwd),
+            ",".join(self._imports),
+        ]
+        try:
+            popen = subprocess.Popen(
+                argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.started += 1
+        return Spare(popen, ours, plan, env, cwd)
+
+    def close(self) -> None:
+        """Stop every spare; no new one is made after this."""
+        with self._lock:
+            self._closed = True
+            spares, self._spares = list(self._spares.values()), {}
+        for spare in spares:
+            spare.discard()
+
+
+__all__ = [
+    "BOOT",
+    "ENABLE_ENV",
+    "IMPORTS_ENV",
+    "PER_ATTEMPT",
+    "Spare",
+    "WarmPlan",
+    "WarmPool",
+    "base_env",
+    "enabled",
+    "imports_from_env",
+    "plan_for",
+    "refusal",
+    "script_refusal",
+]
