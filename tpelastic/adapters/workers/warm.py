@@ -76,7 +76,7 @@ _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 _FLAGS = frozenset({"-u", "-B", "-O", "-OO", "-s", "-S", "-E", "-I", "-b", "-bb", "-q", "-R"})
 _FLAGS_WITH_VALUE = ("-W", "-X")
 _READY_TIMEOUT = 120.0  # a spare still importing is still ahead of a fresh start
-_SPAWN_DELAY = 1.0  # let the workers just started take their first steps first
+_SPAWN_DELAY = 0.0  # seconds after a start; a spare still importing is waited for
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
