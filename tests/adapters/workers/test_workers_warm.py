@@ -41,6 +41,7 @@ view = {
     "env": dict(os.environ), "leader": os.getpgid(0) == os.getpid() == os.getsid(0),
     "stdin": os.read(0, 10).decode(), "slowmod": "slowmod" in sys.modules,
     "boot_left": [m for m in sys.modules if "warm_boot" in m],
+    "cmdline": open("/proc/self/cmdline").read().split(chr(0))[:-1],
 }
 print(json.dumps(view))
 code = os.environ.get("MODE", "0")
@@ -88,7 +89,7 @@ def job(tmp_path: Path) -> dict[str, str]:
 def pool(job: dict[str, str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("PYTHONPATH", job["lib"])
     monkeypatch.chdir(job["app"])
-    made = WarmPool(_LAUNCHER.run, ("slowmod",), spawn_delay=0.0)
+    made = WarmPool(_LAUNCHER.run, ("slowmod",))
     yield made
     made.close()
 
@@ -126,10 +127,10 @@ def run_once(
     return bool(ctx.warm_ranks), failure.exitcode if failure else None, out, err, failure
 
 
-def ready(pool: WarmPool, timeout: float = 60.0) -> None:
-    """Wait until the pool holds its spare for rank 0 (made in the background)."""
+def ready(pool: WarmPool, timeout: float = 60.0, count: int = 1) -> None:
+    """Wait until the pool holds ``count`` spares for rank 0 (made in the background)."""
     deadline = time.monotonic() + timeout
-    while 0 not in pool._spares:
+    while len(pool.spares(0)) < count:
         assert time.monotonic() < deadline, "no warm interpreter was made"
         time.sleep(0.02)
 
@@ -225,6 +226,8 @@ def test_the_worker_sees_what_a_plain_start_shows(
     want, got = view_of(plain[2]), view_of(hot[2])
     assert got.pop("slowmod") is True and want.pop("slowmod") is False
     want_env, got_env = want.pop("env"), got.pop("env")
+    want_cmd, got_cmd = want.pop("cmdline"), got.pop("cmdline")
+    assert isinstance(want_cmd, list) and isinstance(got_cmd, list)
     assert want["main"] == got["main"], sorted(
         set(want["main"].items()) ^ set(got["main"].items())  # type: ignore[union-attr]
     )
@@ -234,6 +237,8 @@ def test_the_worker_sees_what_a_plain_start_shows(
     assert differ <= warm.PER_ATTEMPT, differ
     assert got_env["RANK"] == "1"
     assert got["boot_left"] == [] and got["main_is_globals"] is True
+    # Its command line names the script (or module) and its arguments, as a plain start's.
+    assert got_cmd[-len(args) + 1 :] == want_cmd[-len(args) + 1 :]
     # What the spare's import printed is in the worker's own stderr, as a plain start's would be.
     assert "slowmod imported" in hot[3]
 
@@ -286,10 +291,11 @@ def test_a_spare_whose_import_fails_gives_a_plain_start(
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", job["lib"])
     monkeypatch.chdir(job["app"])
-    bad = WarmPool(_LAUNCHER.run, ("badmod",), spawn_delay=0.0)
+    bad = WarmPool(_LAUNCHER.run, ("badmod",))
     try:
         run_once(bad, job, ("-u", "probe.py"), {})
-        ready(bad)
+        ready(bad, count=2)
+        assert [spare.report(60) for spare in bad.spares(0)] == [False, False]
         again = run_once(bad, job, ("-u", "probe.py"), {"MODE": "7"})
         assert again[0] is False and again[1] == 7
     finally:
@@ -299,7 +305,7 @@ def test_a_spare_whose_import_fails_gives_a_plain_start(
 def test_a_changed_environment_gives_a_plain_start(pool: WarmPool, job: dict[str, str]) -> None:
     run_once(pool, job, ("-u", "probe.py"), {"X": "1"})
     ready(pool)
-    spare_pid = pool._spares[0].pid
+    spare_pid = pool.spares(0)[0].pid
     again = run_once(pool, job, ("-u", "probe.py"), {"X": "2"})
     assert again[0] is False and view_of(again[2])["env"]["X"] == "2"  # type: ignore[index]
     assert not os.path.exists(f"/proc/{spare_pid}") or _is_zombie(spare_pid) is False
@@ -341,7 +347,7 @@ def test_a_warm_start_skips_the_import(pool: WarmPool, job: dict[str, str]) -> N
     plain = time_to_running(None)
     time_to_running(pool)
     ready(pool)
-    assert pool._spares[0].wait_ready(60)  # imported: as for a restart some seconds later
+    assert pool.spares(0)[0].report(60)  # imported: as for a restart some seconds later
     hot = time_to_running(pool)
     assert plain[0] is False and hot[0] is True
     assert plain[1] >= IMPORT_SLEEP
@@ -357,14 +363,14 @@ def test_spares_die_with_their_agent(job: dict[str, str], tmp_path: Path) -> Non
         from tpelastic.adapters.workers.start import start_processes
         from tpelastic.adapters.workers.warm import WarmPool
         os.chdir({job["app"]!r})
-        pool = WarmPool(_LAUNCHER.run, ("slowmod",), spawn_delay=0.0)
+        pool = WarmPool(_LAUNCHER.run, ("slowmod",))
         ctx = start_processes("p", sys.executable, ("-u", "probe.py"), {{0: {{}}}},
                               log_dir={str(tmp_path / "logs")!r}, redirects="3", warm=pool)
         ctx.wait(timeout=60)
         ctx.close()
-        while 0 not in pool._spares:
+        while not pool.spares(0):
             time.sleep(0.02)
-        print(pool._spares[0].pid, flush=True)
+        print(pool.spares(0)[0].pid, flush=True)
         time.sleep(600)
         """
     )
@@ -385,10 +391,63 @@ def test_spares_die_with_their_agent(job: dict[str, str], tmp_path: Path) -> Non
 
 def test_close_stops_every_spare(pool: WarmPool, job: dict[str, str]) -> None:
     run_once(pool, job, ("-u", "probe.py"), {})
-    ready(pool)
-    spare = pool._spares[0]
+    ready(pool, count=2)
+    spares = pool.spares(0)
     pool.close()
-    assert spare.popen.poll() is not None
+    assert [spare.popen.poll() is not None for spare in spares] == [True, True]
     run_once(pool, job, ("-u", "probe.py"), {})
     time.sleep(0.3)
-    assert pool._spares == {}  # a closed pool makes no more
+    assert pool.spares(0) == []  # a closed pool makes no more
+
+
+def test_starts_closer_than_an_import_are_all_warm_and_never_wait(
+    pool: WarmPool, job: dict[str, str]
+) -> None:
+    """Two spares per rank serve two quick starts; a spare still importing is handed over at
+    once (the start does not wait for its import: the spare runs the script after it)."""
+    run_once(pool, job, ("-u", "probe.py"), {})
+    ready(pool, count=2)
+    kinds = []
+    for _ in range(3):
+        began = time.monotonic()
+        ctx = start_processes(
+            "probe", PY, ("-u", "probe.py"), {0: {}}, log_dir=job["logs"], redirects="3",
+            attempt=next(_SERIAL), warm=pool,
+        )  # fmt: skip
+        started_in = time.monotonic() - began
+        result = ctx.wait(timeout=60)
+        ctx.close()
+        assert result is not None and not result.failures
+        kinds.append((bool(ctx.warm_ranks), started_in < IMPORT_SLEEP / 2))
+    # The third start's spare was made by the first start: still importing when taken.
+    assert kinds == [(True, True)] * 3, kinds
+
+
+AGENT_JOB = """
+import os, sys
+kind = "WARM" if "slowmod" in sys.modules else "PLAIN"
+os.write(1, f"{kind} {os.environ['TORCHELASTIC_RESTART_COUNT']} {os.environ['RANK']}\\n".encode())
+sys.exit(5 if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" else 0)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("switch", [None, "--warm-workers=off"])
+def test_the_agent_starts_warm_first_and_after_a_restart(
+    job: dict[str, str], tmp_path: Path, switch: str | None
+) -> None:
+    """``tpelastic run``: the first start takes the spare made while the round formed, the
+    restart the one made after the first start; off by the flag or the variable, none is."""
+    script = tmp_path / "job.py"
+    script.write_text(AGENT_JOB)
+    env = {**os.environ, "PYTHONPATH": job["lib"], warm.IMPORTS_ENV: "slowmod"}
+    flags = [switch] if switch else []
+    done = subprocess.run(
+        [PY, "-m", "tpelastic", "run", "--standalone", "--nproc-per-node=2", "--max-restarts=1",
+         "--monitor-interval=0.1", *flags, str(script)],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = sorted(line for line in done.stdout.splitlines() if line.startswith(("WARM", "PLAIN")))
+    kind = "PLAIN" if switch else "WARM"
+    assert lines == [f"{kind} 0 0", f"{kind} 0 1", f"{kind} 1 0", f"{kind} 1 1"], done.stdout

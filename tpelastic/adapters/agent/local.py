@@ -142,11 +142,14 @@ class LocalElasticAgent(SimpleElasticAgent):
             from tpelastic.adapters.workers.context import _LAUNCHER
 
             if warm.enabled():
-                self._warm = warm.WarmPool(_LAUNCHER.run, warm.imports_from_env())
+                self._warm = warm.WarmPool(
+                    _LAUNCHER.run, warm.imports_from_env(), depth=warm.depth_from_env()
+                )
         return self._warm
 
     def run(self, role: str = "default") -> RunResult:
         try:
+            self._prestart()
             return super().run(role)
         finally:
             if self._warm is not None:
@@ -176,19 +179,61 @@ class LocalElasticAgent(SimpleElasticAgent):
             return
         remove_tree(root)
 
-    def _start_workers(self, envs: dict[int, dict[str, str]], attempt: str) -> None:
+    def _local_envs_and_args(self, envs: dict[int, dict[str, str]]) -> tuple[dict[int, Any], Any]:
+        """The round's worker envs with this node's additions, and the workers' arguments."""
         spec = self._spec
-        target = spec.target
         if spec.local_world_size > 1 and "OMP_NUM_THREADS" not in os.environ:
             # Several workers share this node's cores: one thread each unless the user decides.
             envs = {rank: {**env, "OMP_NUM_THREADS": "1"} for rank, env in envs.items()}
         args: Any = tuple(spec.args)
-        if callable(target):
+        if callable(spec.target):
             args = {rank: tuple(spec.args) for rank in envs}
         elif any("$" in str(a) for a in spec.args):
             args = {rank: substitute_local_rank(spec.args, rank) for rank in envs}
         if spec.virtual_local_rank:
             envs = virtual_local_rank_envs(envs)
+        return envs, args
+
+    def _prestart(self) -> None:
+        """Make the warm interpreters of the first start while the first round forms, from
+        the environment every worker gets whatever the round (the per-attempt variables come
+        at the start). A guess that turns out wrong (an observer adds a variable) is refused
+        at the start, which is then a plain one."""
+        pool = self._warm_pool()
+        target = self._spec.target
+        if pool is None or not isinstance(target, str):
+            return
+        from tpelastic.adapters.agent.env import RoundFacts, worker_envs
+        from tpelastic.adapters.workers.warm import WarmPlan, plan_for
+
+        spec = self._spec
+        placeholder = RoundFacts(
+            round=0,
+            group_rank=0,
+            group_world_size=1,
+            restart_count=0,
+            master_addr="",
+            master_port=0,
+        )
+        envs = worker_envs(
+            role=spec.role,
+            local_world_size=spec.local_world_size,
+            facts=placeholder,
+            max_restarts=spec.max_restarts,
+            run_id=spec.rdzv_handler.get_run_id(),
+        )
+        envs, args = self._local_envs_and_args(envs)
+        cwd = os.getcwd()
+        for rank, env in envs.items():
+            rank_args = args[rank] if isinstance(args, dict) else args
+            plan = plan_for(target, tuple(str(a) for a in rank_args), numa=bool(spec.numa_options))
+            if isinstance(plan, WarmPlan):
+                pool.refill(rank, plan, {**os.environ, **env}, cwd, count=1)
+
+    def _start_workers(self, envs: dict[int, dict[str, str]], attempt: str) -> None:
+        spec = self._spec
+        target = spec.target
+        envs, args = self._local_envs_and_args(envs)
         common: dict[str, Any] = dict(
             name=spec.role,
             entrypoint=target,

@@ -30,8 +30,6 @@ from typing import Any
 
 from attrs import frozen
 
-from tpelastic.adapters.clock import SYSTEM_CLOCK
-from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.workers import deathsig, subreaper
 
 log = logging.getLogger("tpelastic.agent")
@@ -75,14 +73,20 @@ PER_ATTEMPT = frozenset(
 _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 _FLAGS = frozenset({"-u", "-B", "-O", "-OO", "-s", "-S", "-E", "-I", "-b", "-bb", "-q", "-R"})
 _FLAGS_WITH_VALUE = ("-W", "-X")
-_READY_TIMEOUT = 120.0  # a spare still importing is still ahead of a fresh start
-_SPAWN_DELAY = 0.0  # seconds after a start; a spare still importing is waited for
+DEPTH_ENV = "TPELASTIC_WARM_SPARES"
+DEFAULT_DEPTH = 2
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
     """Whether warm interpreters are on: ``TPELASTIC_WARM_WORKERS`` unset, or not 0/off."""
     value = (os.environ if environ is None else environ).get(ENABLE_ENV, "1")
     return value.strip().lower() not in ("0", "off", "false", "no")
+
+
+def depth_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """Spares per local rank: ``TPELASTIC_WARM_SPARES`` (1 or more), else 2."""
+    value = (os.environ if environ is None else environ).get(DEPTH_ENV, "")
+    return int(value) if value.strip().isdigit() and int(value) > 0 else DEFAULT_DEPTH
 
 
 def imports_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -203,13 +207,14 @@ class Spare:
     def pid(self) -> int:
         return self.popen.pid
 
-    def wait_ready(self, timeout: float) -> bool:
-        """Wait until it has imported (True) or failed or died (False), up to ``timeout`` s."""
+    def report(self, timeout: float = 0.0) -> bool | None:
+        """True once it has imported, False if an import failed or it died, None while it is
+        still importing (after ``timeout`` s of waiting)."""
         from tpelastic.adapters.workers.context import wait_handles
 
         if self._ready is None:
             if not wait_handles([self.link], timeout):
-                return False
+                return False if self.popen.poll() is not None else None
             try:
                 self._ready = self.link.recv(1) == b"R"
             except OSError:
@@ -249,14 +254,17 @@ class Spare:
 
 
 class WarmPool:
-    """The spares of one agent, one per local rank, made again after every start.
+    """The spares of one agent: up to ``depth`` per local rank, topped up after every start.
+
+    A start takes the oldest spare of its rank, ready or still importing (the hand-over waits
+    in the spare, not in the agent); two spares per rank serve two starts closer together
+    than one import takes.
 
     Args:
         launch: runs a callable on the thread that forks the workers (the parent-death signal
             follows the forking thread) and returns its result.
         imports: the modules each spare imports before it waits.
-        clock: for the delay before new spares and the readiness wait.
-        spawn_delay: seconds between a start and the spares made for the next one.
+        depth: spares kept per local rank.
     """
 
     def __init__(
@@ -264,74 +272,82 @@ class WarmPool:
         launch: Callable[[Callable[[], Any]], Any],
         imports: tuple[str, ...] = DEFAULT_IMPORTS,
         *,
-        clock: Clock = SYSTEM_CLOCK,
-        spawn_delay: float = _SPAWN_DELAY,
-        ready_timeout: float = _READY_TIMEOUT,
+        depth: int = DEFAULT_DEPTH,
     ) -> None:
         self._launch = launch
         self._imports = imports
-        self._clock = clock
-        self._spawn_delay = spawn_delay
-        self._ready_timeout = ready_timeout
+        self._depth = max(1, depth)
         self._lock = threading.Lock()
-        self._spares: dict[int, Spare] = {}
-        self._generation: dict[int, int] = {}
+        self._spares: dict[int, list[Spare]] = {}
+        self._pending: dict[int, int] = {}  # spares being made, per rank
         self._closed = False
         self.started = 0  # spares made
         self.used = 0  # workers started from one
 
+    def spares(self, local_rank: int) -> list[Spare]:
+        """This rank's spares now, oldest first."""
+        with self._lock:
+            return list(self._spares.get(local_rank, ()))
+
     def take(
         self, local_rank: int, plan: WarmPlan, env: Mapping[str, str], cwd: str
     ) -> Spare | None:
-        """The ready spare that may become this worker, removed from the pool; None if there is
-        none (a mismatched or failed spare is discarded)."""
-        with self._lock:
-            spare = self._spares.pop(local_rank, None)
-            self._generation[local_rank] = self._generation.get(local_rank, 0) + 1
-        if spare is None:
-            return None
-        why = refusal(spare.plan, spare.env, plan, env) or (
-            "the cwd changed" if spare.cwd != cwd else None
-        )
-        if why is None and not spare.wait_ready(self._ready_timeout):
-            why = "it did not get ready (an import failed, or it died)"
-        if why is not None:
-            log.debug("local rank %d starts plainly (warm interpreter: %s)", local_rank, why)
+        """The oldest spare that may become this worker, removed from the pool; None if there
+        is none. Spares that may not (another environment, a failed import) are discarded."""
+        while True:
+            with self._lock:
+                queue = self._spares.get(local_rank, [])
+                spare = queue.pop(0) if queue else None
+            if spare is None:
+                return None
+            why = refusal(spare.plan, spare.env, plan, env) or (
+                "the cwd changed" if spare.cwd != cwd else None
+            )
+            if why is None and spare.report() is False:
+                why = "an import failed, or it died"
+            if why is None:
+                self.used += 1
+                return spare
+            log.debug("local rank %d: warm interpreter %d refused: %s", local_rank, spare.pid, why)
             spare.discard()
-            return None
-        self.used += 1
-        return spare
 
-    def refill(self, local_rank: int, plan: WarmPlan, env: Mapping[str, str], cwd: str) -> None:
-        """Make this rank's next spare in the background, after the spawn delay."""
-        spare_env = base_env(env)
-        with self._lock:
-            if self._closed:
-                return
-            generation = self._generation.get(local_rank, 0)
+    def refill(
+        self, local_rank: int, plan: WarmPlan, env: Mapping[str, str], cwd: str, count: int = 0
+    ) -> None:
+        """Make this rank's spares for ``plan``/``env`` in the background: ``count`` of them,
+        or (0) as many as it takes to hold ``depth``."""
         why = script_refusal(plan, cwd)
         if why is not None:
             log.debug("local rank %d: no warm interpreter: %s", local_rank, why)
             return
+        spare_env = base_env(env)
+        with self._lock:
+            if self._closed:
+                return
+            held = len(self._spares.get(local_rank, ())) + self._pending.get(local_rank, 0)
+            wanted = count or max(0, self._depth - held)
+            self._pending[local_rank] = self._pending.get(local_rank, 0) + wanted
+        for _ in range(wanted):
+            self._make_later(local_rank, plan, spare_env, cwd)
 
+    def _make_later(self, local_rank: int, plan: WarmPlan, env: dict[str, str], cwd: str) -> None:
         def make() -> None:
-            self._clock.sleep(self._spawn_delay)
-            with self._lock:
-                if self._closed or self._generation.get(local_rank, 0) != generation:
-                    return  # closed, or a start took this rank meanwhile: its own refill runs
+            spare: Spare | None = None
             try:
-                spare = self._launch(lambda: self._spawn(plan, spare_env, cwd))
+                with self._lock:
+                    closed = self._closed
+                if not closed:
+                    spare = self._launch(lambda: self._spawn(plan, env, cwd))
             except (OSError, TimeoutError) as err:
                 log.debug("local rank %d: no warm interpreter: %s", local_rank, err)
-                return
             with self._lock:
-                stale = self._closed or self._generation.get(local_rank, 0) != generation
-                old = None if stale else self._spares.get(local_rank)
-                if not stale:
-                    self._spares[local_rank] = spare
-            for gone in (spare if stale else None, old):
-                if gone is not None:
-                    gone.discard()
+                self._pending[local_rank] -= 1
+                keep = spare is not None and not self._closed
+                if keep:
+                    assert spare is not None
+                    self._spares.setdefault(local_rank, []).append(spare)
+            if spare is not None and not keep:
+                spare.discard()
 
         threading.Thread(target=make, name=f"warm-{local_rank}", daemon=True).start()
 
@@ -346,6 +362,11 @@ class WarmPool:
             str(theirs.fileno()),
             plan.path0(cwd),
             ",".join(self._imports),
+            # Unused by the spare: its command line names what it will run, for ps and for
+            # tools that find workers by their script.
+            "--",
+            *(["-m"] if plan.kind == "module" else []),
+            *plan.argv(),
         ]
         try:
             popen = subprocess.Popen(
@@ -369,13 +390,16 @@ class WarmPool:
         """Stop every spare; no new one is made after this."""
         with self._lock:
             self._closed = True
-            spares, self._spares = list(self._spares.values()), {}
+            spares = [spare for queue in self._spares.values() for spare in queue]
+            self._spares = {}
         for spare in spares:
             spare.discard()
 
 
 __all__ = [
     "BOOT",
+    "DEFAULT_DEPTH",
+    "DEPTH_ENV",
     "ENABLE_ENV",
     "IMPORTS_ENV",
     "PER_ATTEMPT",
@@ -383,6 +407,7 @@ __all__ = [
     "WarmPlan",
     "WarmPool",
     "base_env",
+    "depth_from_env",
     "enabled",
     "imports_from_env",
     "plan_for",

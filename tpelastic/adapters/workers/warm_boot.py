@@ -4,7 +4,7 @@ Run as ``python [the worker's options] -c LOADER FD PATH0 IMPORTS`` (see ``warm.
 the job's base environment and the agent's cwd. It sets ``sys.path[0]`` to what the worker's
 will be (so imports resolve as the script's would), imports each module of ``IMPORTS``
 (comma-separated) that exists, holding its own output in memory meanwhile, and writes one byte to
-the socket ``FD``: ``R`` ready, ``F`` an import failed (then it exits). It then waits for the
+the socket ``FD``: ``R`` ready, ``F`` an import failed. It then waits for the
 hand-over: one message with the worker's environment, argv, cwd and ``sys.path[0]``, and two
 file descriptors for its stdout and stderr. It puts them in place, writes the held output to
 them, and runs the script or module as ``python script.py`` / ``python -m module`` would: a
@@ -108,10 +108,12 @@ def main(argv: list[str]) -> int:
     sys.path[0] = path0
     held_out, held_err = _hold(1, "warm-stdout"), _hold(2, "warm-stderr")
     link = socket.socket(fileno=fd)
-    if not _import_all(imports):
-        link.send(b"F")
-        return 0
-    link.send(b"R")
+    # A failed import is reported (the agent then discards this spare) but a hand-over made
+    # before the report is still honoured: the script meets the import on its own.
+    try:
+        link.send(b"R" if _import_all(imports) else b"F")
+    except OSError:
+        pass  # the agent closed its end: after a hand-over (queued below) or to discard us
     try:
         data, fds, _flags, _addr = socket.recv_fds(link, _MAX_MESSAGE, 2)
     except OSError:
