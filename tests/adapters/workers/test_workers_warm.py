@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tpelastic.adapters.workers import warm
-from tpelastic.adapters.workers.context import _LAUNCHER
+from tpelastic.adapters.workers.context import on_launcher_thread
 from tpelastic.adapters.workers.start import start_processes
 from tpelastic.adapters.workers.warm import WarmPlan, WarmPool, plan_for, refusal
 
@@ -89,7 +89,7 @@ def job(tmp_path: Path) -> dict[str, str]:
 def pool(job: dict[str, str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("PYTHONPATH", job["lib"])
     monkeypatch.chdir(job["app"])
-    made = WarmPool(_LAUNCHER.run, ("slowmod",))
+    made = WarmPool(on_launcher_thread, ("slowmod",))
     yield made
     made.close()
 
@@ -291,7 +291,7 @@ def test_a_spare_whose_import_fails_gives_a_plain_start(
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", job["lib"])
     monkeypatch.chdir(job["app"])
-    bad = WarmPool(_LAUNCHER.run, ("badmod",))
+    bad = WarmPool(on_launcher_thread, ("badmod",))
     try:
         run_once(bad, job, ("-u", "probe.py"), {})
         ready(bad, count=2)
@@ -359,11 +359,11 @@ def test_spares_die_with_their_agent(job: dict[str, str], tmp_path: Path) -> Non
     agent = textwrap.dedent(
         f"""
         import os, sys, time
-        from tpelastic.adapters.workers.context import _LAUNCHER
+        from tpelastic.adapters.workers.context import on_launcher_thread
         from tpelastic.adapters.workers.start import start_processes
         from tpelastic.adapters.workers.warm import WarmPool
         os.chdir({job["app"]!r})
-        pool = WarmPool(_LAUNCHER.run, ("slowmod",))
+        pool = WarmPool(on_launcher_thread, ("slowmod",))
         ctx = start_processes("p", sys.executable, ("-u", "probe.py"), {{0: {{}}}},
                               log_dir={str(tmp_path / "logs")!r}, redirects="3", warm=pool)
         ctx.wait(timeout=60)

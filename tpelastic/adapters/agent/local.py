@@ -139,11 +139,11 @@ class LocalElasticAgent(SimpleElasticAgent):
         callables."""
         if self._warm is None and self._spec.warm_workers and isinstance(self._spec.target, str):
             from tpelastic.adapters.workers import warm
-            from tpelastic.adapters.workers.context import _LAUNCHER
+            from tpelastic.adapters.workers.context import on_launcher_thread
 
             if warm.enabled():
                 self._warm = warm.WarmPool(
-                    _LAUNCHER.run, warm.imports_from_env(), depth=warm.depth_from_env()
+                    on_launcher_thread, warm.imports_from_env(), depth=warm.depth_from_env()
                 )
         return self._warm
 

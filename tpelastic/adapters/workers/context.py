@@ -133,6 +133,12 @@ class _Launcher:
 _LAUNCHER = _Launcher()
 
 
+def on_launcher_thread(job: Callable[[], Any]) -> Any:
+    """Run ``job`` on the thread that forks the workers, and return its result: a process it
+    starts gets the parent-death signal of a worker (see :class:`_Launcher`)."""
+    return _LAUNCHER.run(job)
+
+
 def _line_copy(path: str, filters: list[str] | None) -> LineCopy | None:
     """The shared file that teed lines matching ``filters`` are copied to; None for none."""
     if not filters:
@@ -502,4 +508,4 @@ class PContext(abc.ABC):
             self._watchdog.wait(timeout=5.0)
 
 
-__all__ = ["PContext", "WorkerHandle"]
+__all__ = ["PContext", "WorkerHandle", "on_launcher_thread"]

@@ -1,13 +1,13 @@
 """Warm interpreters: a worker started from a Python that has already imported its framework.
 
 A restarted worker spends most of its recovery importing tensorplay. The agent therefore keeps,
-per local rank, one spare interpreter (``warm_boot.py``) started with the job's base
-environment (the worker's, without the per-attempt variables of :data:`PER_ATTEMPT`), the same
-interpreter options and ``sys.path[0]``, which has imported the framework and waits on a socket.
-Starting a worker hands the spare its full environment, argv, cwd and stdout/stderr; the spare
-then runs the script as ``python script.py`` (or ``-m module``) would. After every start the
-next spares are made in the background, never by forking a process that imported anything:
-each is a fresh interpreter, started like a worker (parent-death signal, its own session).
+per local rank, spare interpreters (``warm_boot.py``) started with the job's base environment
+(the worker's, without the per-attempt variables of :data:`PER_ATTEMPT`), the same interpreter
+options and ``sys.path[0]``, which import the framework and wait on a socket. Starting a worker
+hands a spare its full environment, argv, cwd and stdout/stderr; the spare then runs the script
+as ``python script.py`` (or ``-m module``) would. After every start the pool is topped up in
+the background, never by forking a process that imported anything: each spare is a fresh
+interpreter, started like a worker (parent-death signal, its own session).
 
 The decisions are functions of their inputs, tested alone: :func:`plan_for` (can this command
 run warm at all), :func:`refusal` (may this spare become this worker). Anything else starts
