@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 WORKER = HERE / "worker.py"
 PY = sys.executable
+SPARE_NAME = "tp-warm-spare"  # tpelastic's warm interpreters until they become workers
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,8 @@ class Episode:
         found = []
         for proc in descendants(node.proc.pid):
             try:
-                if str(WORKER) in proc.cmdline():
+                # A waiting warm interpreter names the script too, but is no worker yet.
+                if str(WORKER) in proc.cmdline() and proc.name() != SPARE_NAME:
                     found.append(proc)
             except psutil.Error:
                 pass

@@ -42,6 +42,7 @@ view = {
     "stdin": os.read(0, 10).decode(), "slowmod": "slowmod" in sys.modules,
     "boot_left": [m for m in sys.modules if "warm_boot" in m],
     "cmdline": open("/proc/self/cmdline").read().split(chr(0))[:-1],
+    "comm": open("/proc/self/comm").read(),
 }
 print(json.dumps(view))
 code = os.environ.get("MODE", "0")
@@ -393,6 +394,11 @@ def test_close_stops_every_spare(pool: WarmPool, job: dict[str, str]) -> None:
     run_once(pool, job, ("-u", "probe.py"), {})
     ready(pool, count=2)
     spares = pool.spares(0)
+    assert [spare.report(60) for spare in spares] == [True, True]
+    # Waiting spares go by a name of their own in ps; a worker keeps the interpreter's.
+    assert [Path(f"/proc/{s.pid}/comm").read_text().strip() for s in spares] == [
+        "tp-warm-spare"
+    ] * 2
     pool.close()
     assert [spare.popen.poll() is not None for spare in spares] == [True, True]
     run_once(pool, job, ("-u", "probe.py"), {})
@@ -451,3 +457,13 @@ def test_the_agent_starts_warm_first_and_after_a_restart(
     lines = sorted(line for line in done.stdout.splitlines() if line.startswith(("WARM", "PLAIN")))
     kind = "PLAIN" if switch else "WARM"
     assert lines == [f"{kind} 0 0", f"{kind} 0 1", f"{kind} 1 0", f"{kind} 1 1"], done.stdout
+
+
+def test_a_ranks_spares_are_made_one_after_the_other(pool: WarmPool, job: dict[str, str]) -> None:
+    """The second spare starts once the first has imported: they never share the CPU."""
+    import psutil
+
+    run_once(pool, job, ("-u", "probe.py"), {})
+    ready(pool, count=2)
+    first, second = (psutil.Process(s.pid).create_time() for s in pool.spares(0))
+    assert second - first >= IMPORT_SLEEP * 0.9

@@ -74,6 +74,7 @@ _PYTHON_NAME = re.compile(r"^python[0-9.]*$")
 _FLAGS = frozenset({"-u", "-B", "-O", "-OO", "-s", "-S", "-E", "-I", "-b", "-bb", "-q", "-R"})
 _FLAGS_WITH_VALUE = ("-W", "-X")
 DEPTH_ENV = "TPELASTIC_WARM_SPARES"
+_IMPORT_TIMEOUT = 300.0  # the longest a spare's import holds back the next one
 DEFAULT_DEPTH = 2
 
 
@@ -186,7 +187,13 @@ def refusal(
 
 
 class Spare:
-    """One waiting interpreter: its process, its end of the socket, what it was started as."""
+    """One waiting interpreter: its process, its end of the socket, what it was started as.
+
+    Its one-byte report is read through a copy of the socket's descriptor that only
+    :meth:`report` reads and closes (under a lock), so the pool's waiter and a start may ask at
+    once, and a hand-over or discard may close the socket itself meanwhile: the copy stays
+    valid, and wakes when the spare reports, exits, or closes its end after a hand-over.
+    """
 
     def __init__(
         self,
@@ -202,6 +209,8 @@ class Spare:
         self.env = env
         self.cwd = cwd
         self._ready: bool | None = None  # its one report, once read
+        self._reading = threading.Lock()
+        self._report_fd: int | None = os.dup(link.fileno())
 
     @property
     def pid(self) -> int:
@@ -209,17 +218,32 @@ class Spare:
 
     def report(self, timeout: float = 0.0) -> bool | None:
         """True once it has imported, False if an import failed or it died, None while it is
-        still importing (after ``timeout`` s of waiting)."""
+        still importing (after ``timeout`` s of waiting; at once while another thread waits)."""
+        if not self._reading.acquire(blocking=timeout > 0):
+            return self._ready  # the pool's waiter is reading it
+        try:
+            if self._ready is None and self._report_fd is not None:
+                self._ready = self._read(self._report_fd, timeout)
+                if self._ready is not None:
+                    self._close_report()
+            return self._ready
+        finally:
+            self._reading.release()
+
+    def _read(self, fd: int, timeout: float) -> bool | None:
         from tpelastic.adapters.workers.context import wait_handles
 
-        if self._ready is None:
-            if not wait_handles([self.link], timeout):
-                return False if self.popen.poll() is not None else None
-            try:
-                self._ready = self.link.recv(1) == b"R"
-            except OSError:
-                self._ready = False
-        return self._ready
+        if not wait_handles([fd], timeout):
+            return False if self.popen.poll() is not None else None
+        try:
+            return os.read(fd, 1) == b"R"
+        except OSError:
+            return False
+
+    def _close_report(self) -> None:
+        if self._report_fd is not None:
+            os.close(self._report_fd)
+            self._report_fd = None
 
     def hand_over(self, env: Mapping[str, str], cwd: str, out_fd: int, err_fd: int) -> bool:
         """Make it the worker: its environment, cwd, argv and output; False if it is gone."""
@@ -238,7 +262,16 @@ class Spare:
             return False
         finally:
             self.link.close()
+            self._release_report()
         return True
+
+    def _release_report(self) -> None:
+        # A waiter reading the copy closes it itself once the spare's end closes.
+        if self._reading.acquire(blocking=False):
+            try:
+                self._close_report()
+            finally:
+                self._reading.release()
 
     def discard(self) -> None:
         """Stop it (it has run nothing of the job's) and reap it."""
@@ -251,6 +284,7 @@ class Spare:
             self.popen.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
             log.warning("warm interpreter %d did not exit after SIGKILL", self.pid)
+        self._release_report()
 
 
 class WarmPool:
@@ -327,27 +361,40 @@ class WarmPool:
             held = len(self._spares.get(local_rank, ())) + self._pending.get(local_rank, 0)
             wanted = count or max(0, self._depth - held)
             self._pending[local_rank] = self._pending.get(local_rank, 0) + wanted
-        for _ in range(wanted):
-            self._make_later(local_rank, plan, spare_env, cwd)
+        if wanted:
+            self._make_later(local_rank, plan, spare_env, cwd, wanted)
 
-    def _make_later(self, local_rank: int, plan: WarmPlan, env: dict[str, str], cwd: str) -> None:
+    def _make_later(
+        self, local_rank: int, plan: WarmPlan, env: dict[str, str], cwd: str, count: int
+    ) -> None:
+        """Make ``count`` spares one after the other: the next once the one before imported,
+        so a rank's spares do not share the CPU with each other (nor with the first start's)."""
+
         def make() -> None:
-            spare: Spare | None = None
-            try:
+            for left in range(count, 0, -1):
+                spare: Spare | None = None
+                try:
+                    with self._lock:
+                        closed = self._closed
+                    if not closed:
+                        spare = self._launch(lambda: self._spawn(plan, env, cwd))
+                except (OSError, TimeoutError) as err:
+                    log.debug("local rank %d: no warm interpreter: %s", local_rank, err)
                 with self._lock:
-                    closed = self._closed
-                if not closed:
-                    spare = self._launch(lambda: self._spawn(plan, env, cwd))
-            except (OSError, TimeoutError) as err:
-                log.debug("local rank %d: no warm interpreter: %s", local_rank, err)
-            with self._lock:
-                self._pending[local_rank] -= 1
-                keep = spare is not None and not self._closed
-                if keep:
+                    self._pending[local_rank] -= 1
+                    keep = spare is not None and not self._closed
+                    if keep:
+                        assert spare is not None
+                        self._spares.setdefault(local_rank, []).append(spare)
+                    if spare is None or not keep:
+                        self._pending[local_rank] -= left - 1  # the rest are not made
+                if spare is not None and not keep:
+                    spare.discard()
+                if not keep:
+                    return
+                if left > 1:
                     assert spare is not None
-                    self._spares.setdefault(local_rank, []).append(spare)
-            if spare is not None and not keep:
-                spare.discard()
+                    spare.report(_IMPORT_TIMEOUT)
 
         threading.Thread(target=make, name=f"warm-{local_rank}", daemon=True).start()
 

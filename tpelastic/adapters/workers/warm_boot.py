@@ -26,6 +26,7 @@ import sys
 from typing import Any
 
 HERE = os.path.abspath(__file__)
+SPARE_NAME = "tp-warm-spare"  # the process name (``ps``, /proc/PID/comm) until the hand-over
 _MAX_MESSAGE = 1 << 22  # one hand-over: an environment, argv and paths
 
 
@@ -56,6 +57,18 @@ def _release(held: int, fd: int) -> None:
     while chunk := os.read(held, 1 << 16):
         os.write(fd, chunk)
     os.close(held)
+
+
+def _rename(name: str) -> str:
+    """Set this process's name, returning the one it had ("" where /proc is not there)."""
+    try:
+        with open("/proc/self/comm", "r+", encoding="utf-8") as comm:
+            old = comm.read().rstrip("\n")
+            comm.seek(0)
+            comm.write(name)
+        return old
+    except OSError:
+        return ""
 
 
 def _strip(tb: Any) -> Any:
@@ -106,6 +119,7 @@ def _run(order: dict[str, Any]) -> None:
 def main(argv: list[str]) -> int:
     fd, path0, imports = int(argv[0]), argv[1], [n for n in argv[2].split(",") if n]
     sys.path[0] = path0
+    own_name = _rename(SPARE_NAME)
     held_out, held_err = _hold(1, "warm-stdout"), _hold(2, "warm-stderr")
     link = socket.socket(fileno=fd)
     # A failed import is reported (the agent then discards this spare) but a hand-over made
@@ -122,6 +136,8 @@ def main(argv: list[str]) -> int:
         return 0  # not needed any more
     link.close()
     order = json.loads(data)
+    if own_name:
+        _rename(own_name)
     os.dup2(fds[0], 1)
     os.dup2(fds[1], 2)
     for given in fds:
