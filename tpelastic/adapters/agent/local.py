@@ -152,9 +152,12 @@ class LocalElasticAgent(SimpleElasticAgent):
             self._prestart()
             return super().run(role)
         finally:
-            if self._warm is not None:
-                self._warm.close()
+            self._stop_spares()  # if the run ended before its own teardown
             self._remove_temp_logs()
+
+    def _stop_spares(self) -> None:
+        if self._warm is not None:
+            self._warm.close()
 
     def _log_dir_for(self, envs: dict[int, dict[str, str]]) -> str:
         """This run's own folder: every attempt of this agent writes under it, and a second

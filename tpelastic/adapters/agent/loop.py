@@ -246,6 +246,10 @@ class SimpleElasticAgent(ElasticAgent):
     def _stop_workers(self, reason: str) -> None:
         """Stop every running worker (idempotent; no-op when none run)."""
 
+    def _stop_spares(self) -> None:
+        """Stop what was kept for later starts (warm interpreters); the run is over. Called
+        with the workers' stop, before the exit guard is armed: nothing of it may be left."""
+
     @abc.abstractmethod
     def _wait_workers(self, timeout: float) -> RunProcsResult | None:
         """None while all run (up to ``timeout`` s), else the attempt's result."""
@@ -358,6 +362,7 @@ class SimpleElasticAgent(ElasticAgent):
                 self._watching.unwatch()
                 self._pumps.stop()
                 self._stop_workers("agent exiting")
+                self._stop_spares()
                 # A job that ended for everyone (succeeded, or failed and closed: exit 1) keeps
                 # the store host up until its peers have seen the end, not only a success; so
                 # does a host whose rendezvous failed (it may have closed the run for corrupt
