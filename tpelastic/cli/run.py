@@ -94,7 +94,7 @@ def _launch(ns: Namespace) -> int:
     except RendezvousError as error:
         print(f"{PROG}: rendezvous failed: {error}", file=sys.stderr)
         return 3
-    except SignalException as stop:  # a second signal while the first one was being handled
+    except SignalException as stop:  # a stop that came before the agent's loop could take it
         print(f"{PROG}: interrupted by signal {int(stop.sigval)}", file=sys.stderr)
         return 128 + int(stop.sigval)
     return result.exit_code
