@@ -66,30 +66,31 @@ _PURE_DIRS = ("core/", "sim/", "properties/", "differential/")
 _PURE_FILES = ("test_specs.py", "test_api_reference.py", "test_cluster_examples.py")
 
 
-# The longest modules (a serial run's --durations, load 3-10), longest first. xdist hands out
-# work in collection order (scripts/test passes --no-loadscope-reorder): a long test handed out
-# last would keep one worker busy after the other ran out of work.
+# The longest modules (a serial run's --durations at load 15-20), longest first. xdist hands
+# out work in collection order (scripts/test passes --no-loadscope-reorder): a long test handed
+# out last would keep one worker busy after the other ran out of work.
 _LONGEST_FIRST = (
-    "sim/test_sim_liveness.py",
-    "testing/test_handler_contract.py",
-    "sim/test_sim_explore.py",
     "properties/test_rendezvous_cluster.py",
-    "cli/test_cli_torchrun_differential.py",
-    "e2e/test_e2e_single_node.py",
-    "adapters/rendezvous/test_rendezvous_dynamic_agents.py",
-    "e2e/test_e2e_multi_node.py",
-    "e2e/test_e2e_store_loss.py",
-    "e2e/test_e2e_run_secret.py",
-    "e2e/test_e2e_availability.py",
-    "e2e/test_e2e_torchrun_forms.py",
-    "e2e/test_e2e_in_place.py",
-    "bench/test_chaos_smoke.py",
-    "properties/test_worker_lifecycle.py",
-    "adapters/stores/test_tcp_store.py",
-    "adapters/stores/test_store_contract.py",
-    "observability/test_obs_stuck.py",
-    "test_api_reference.py",
+    "sim/test_sim_liveness.py",
+    "sim/test_sim_explore.py",
+    "testing/test_handler_contract.py",
+    "observability/test_obs_events.py",
     "sim/test_sim_network_faults.py",
+    "adapters/stores/test_store_contract.py",
+    "observability/test_obs_join_trace.py",
+    "cli/test_cli_torchrun_differential.py",
+    "test_api_reference.py",
+    "properties/test_worker_lifecycle.py",
+    "e2e/test_e2e_availability.py",
+    "sim/test_sim_scenarios.py",
+    "observability/test_obs_stuck.py",
+    "sim/test_sim_bench_smoke.py",
+    "e2e/test_e2e_torchrun_forms.py",
+    "e2e/test_e2e_multi_node.py",
+    "e2e/test_e2e_single_node.py",
+    "bench/test_chaos_smoke.py",
+    "properties/test_tables_total.py",
+    "e2e/test_e2e_store_loss.py",
 )
 
 
