@@ -18,6 +18,7 @@ LAST_TRY = evolve(RUNNING, restart_count=2)
 FULL = evolve(RUNNING, group_world_size=3)
 BARRIER_UNTIL = 306.0  # entered at 6.0, with the default 300 s timeout
 BARRIER = evolve(RUNNING, phase=P.EXIT_BARRIER, barrier_until=BARRIER_UNTIL)
+FENCED = evolve(RUNNING, phase=P.FENCED)
 FAIL = WorkerFailure(local_rank=1, global_rank=3, exitcode=1, signal=None, at=7.0, reason="exit 1")
 
 
@@ -144,12 +145,46 @@ EXAMPLES = [
     ),
     ("world full", FULL, ag.NodesWaiting(now=3.0, count=1), P.RUNNING, [], None),
     (
-        "keep-alive lapsed: fenced, re-joins",
+        "keep-alive lapsed: fenced",
         RUNNING,
         ag.KeepAliveLapsed(now=3.0, reason="paused"),
-        P.RENDEZVOUS,
-        [ag.StopWorkers, Emit, ag.OpenNextRound, ag.JoinRendezvous],
+        P.FENCED,
+        [ag.StopWorkers, Emit],
         None,
+    ),
+    (
+        "fenced, a beat landed: re-joins",
+        FENCED,
+        ag.KeepAliveRestored(now=4.0),
+        P.RENDEZVOUS,
+        [ag.OpenNextRound, ag.JoinRendezvous],
+        None,
+    ),
+    (
+        "fenced past the join timeout",
+        FENCED,
+        ag.RendezvousFailed(now=30.0, reason="no heartbeat landed", kind="timeout"),
+        P.FAILED,
+        [ag.ReportFailure],
+        3,
+    ),
+    (
+        "corrupt state while fenced",
+        FENCED,
+        ag.RendezvousFailed(now=1.0, reason="corrupt rendezvous state at 'k'", kind="corrupt"),
+        P.FAILED,
+        [ag.CloseRendezvous, ag.ReportFailure],
+        3,
+    ),
+    ("closed ok while fenced", FENCED, CLOSED_OK, P.SUCCEEDED, [], 0),
+    ("closed failed while fenced", FENCED, CLOSED_BAD, P.FAILED, [ag.ReportFailure], 1),
+    (
+        "signal while fenced",
+        FENCED,
+        SIGTERM,
+        P.FAILED,
+        [ag.LeaveRendezvous, ag.ReportFailure],
+        143,
     ),
     (
         "fenced out",
@@ -552,7 +587,9 @@ def test_bad_values_name_the_field(build: object, message: str) -> None:
         build()  # type: ignore[operator]
 
 
-@pytest.mark.parametrize("state", [JOINING, RUNNING, HELD], ids=["joining", "running", "held"])
+@pytest.mark.parametrize(
+    "state", [JOINING, RUNNING, HELD, FENCED], ids=["joining", "running", "held", "fenced"]
+)
 def test_A14_corrupt_state_closes_the_run_for_every_node(state: ag.AgentState) -> None:
     why = "joining run 'r' as 'n': corrupt rendezvous state at 'tpelastic/v1/r/closed': garbage"
     step = ag.step(state, ag.RendezvousFailed(now=9.0, reason=why, kind="corrupt"), CFG)

@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 from tpelastic.core import agent as ag
 from tpelastic.core import membership as mb
 
-CFG = mb.MemberConfig(heartbeat_timeout=3.0, heartbeat_interval=1.0)
+CFG = mb.MemberConfig(heartbeat_timeout=3.0, heartbeat_interval=1.0, fence_timeout=20.0)
 FRESH = mb.MemberState()
 TWO_FAILED = mb.MemberState(failed_looks=2)
+FENCED = mb.MemberState(phase=mb.MemberPhase.FENCED, fenced_at=4.0)
 
 
 def look(**seen: object) -> mb.LookDone:
@@ -41,6 +42,29 @@ EXAMPLES = [
         [ag.RendezvousClosed],
     ),
     ("join closed, unread", FRESH, mb.JoinClosed(now=5.0, why="closed"), [ag.RendezvousFailed]),
+    ("fenced, still lapsed", FENCED, mb.KeepAliveRead(now=5.0, last_beat=2.0), []),
+    (
+        "fenced, a beat landed",
+        FENCED,
+        mb.KeepAliveRead(now=5.0, last_beat=4.5),
+        [ag.KeepAliveRestored],
+    ),
+    (
+        "fenced past the join timeout",
+        FENCED,
+        mb.KeepAliveRead(now=24.0, last_beat=2.0),
+        [ag.RendezvousFailed],
+    ),
+    ("fenced, closed", FENCED, look(closed=("failed", "budget")), [ag.RendezvousClosed]),
+    ("fenced, a next round", FENCED, look(next_opened="membership"), []),
+    ("fenced, a failed look", FENCED, mb.LookFailed(now=5.0, reason="gone"), [ag.RendezvousFailed]),
+    (
+        "fenced, join closed, read",
+        FENCED,
+        mb.JoinClosed(now=5.0, why="closed", closed=("failed", "budget")),
+        [ag.RendezvousClosed],
+    ),
+    ("fenced, join closed", FENCED, mb.JoinClosed(now=5.0, why="closed"), [ag.RendezvousFailed]),
 ]
 
 
@@ -134,6 +158,43 @@ def test_M3_the_keep_alive_lapses_at_timeout_minus_interval(
     assert mb.step(mb.MemberState(), read, mb.MemberConfig()).effects == ()
     host = mb.MemberConfig(heartbeat_timeout=timeout, heartbeat_interval=interval, hosts_store=True)
     assert mb.step(mb.MemberState(), read, host).effects == ()
+
+
+@given(
+    beats=st.lists(st.tuples(st.floats(0.01, 3), st.booleans()), max_size=30),
+    fence_timeout=st.none() | st.floats(1, 20),
+)
+def test_M5_a_fenced_node_rejoins_only_once_a_beat_landed(
+    beats: list[tuple[float, bool]], fence_timeout: float | None
+) -> None:
+    """Fenced, the node re-joins (KeepAliveRestored) at the first read after a heartbeat landed
+    again and never while its keep-alive is lapsed; a read still lapsed ``fence_timeout`` after
+    the fence is a failed rendezvous (kind timeout). Every read is one of these, once."""
+    config = mb.MemberConfig(
+        heartbeat_timeout=3.0, heartbeat_interval=1.0, fence_timeout=fence_timeout
+    )
+    now, last = 0.0, 0.0
+    state = mb.step(mb.MemberState(), mb.KeepAliveRead(now=2.0, last_beat=0.0), config).state
+    assert state.phase is mb.MemberPhase.FENCED
+    now = 2.0
+    for wait, landed in beats:
+        now += wait
+        if landed:
+            last = now
+        result = mb.step(state, mb.KeepAliveRead(now=now, last_beat=last), config)
+        kinds = [type(e) for e in result.effects]
+        lapsed = mb.keep_alive_lapsed(now, last, 3.0, 1.0)
+        if not lapsed:
+            assert kinds == [ag.KeepAliveRestored]
+            assert result.state.phase is mb.MemberPhase.WATCHING
+            return
+        if fence_timeout is not None and now - 2.0 >= fence_timeout:
+            assert kinds == [ag.RendezvousFailed]
+            failed = result.effects[0]
+            assert isinstance(failed, ag.RendezvousFailed) and failed.kind == "timeout"
+            return
+        assert kinds == [] and result.state.phase is mb.MemberPhase.FENCED
+        state = result.state
 
 
 @pytest.mark.parametrize(

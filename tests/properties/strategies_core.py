@@ -205,6 +205,7 @@ agent_events: st.SearchStrategy[ag.AgentEventT] = st.one_of(
         reason=st.just("peer failed"),
     ),
     st.builds(ag.KeepAliveLapsed, now=instants, reason=st.just("paused")),
+    st.builds(ag.KeepAliveRestored, now=instants),
     st.builds(ag.TimePassed, now=instants),
     st.builds(ag.ExitBarrierRead, now=instants, arrived=st.integers(0, 4)),
     st.builds(

@@ -369,6 +369,14 @@ class AgentsAndBudget(RuleBasedStateMachine):
         node = data.draw(st.sampled_from(self.live(P.RUNNING)))
         self.deliver(node, ag.KeepAliveLapsed(now=self.now, reason="paused"))
 
+    @precondition(lambda self: self.live(P.FENCED))
+    @rule(data=st.data())
+    def keep_alive_restored(self, data: st.DataObject) -> None:
+        """A fenced node's heartbeat landed again (the store answers it)."""
+        self.deliver(
+            data.draw(st.sampled_from(self.live(P.FENCED))), ag.KeepAliveRestored(now=self.now)
+        )
+
     @precondition(lambda self: self.live() and self.departures < MAX_DEPARTURES)
     @rule(data=st.data(), signum=st.sampled_from([2, 15]))
     def signal(self, data: st.DataObject, signum: int) -> None:
@@ -399,6 +407,9 @@ class AgentsAndBudget(RuleBasedStateMachine):
             if self.live(P.RUNNING):
                 for node in self.live(P.RUNNING):
                     self.deliver(node, ag.WorkersSucceeded(now=self.now))
+            elif self.live(P.FENCED):
+                for node in self.live(P.FENCED):
+                    self.deliver(node, ag.KeepAliveRestored(now=self.now))
             elif self.live(P.HOLDING):
                 self.now += self.config.collateral_window
                 self.time_passes_while_holding()
@@ -411,7 +422,7 @@ class AgentsAndBudget(RuleBasedStateMachine):
                     self.rendezvous_times_out()
             else:
                 break
-        assert not self.live(P.INIT, P.RENDEZVOUS, P.RUNNING, P.EXIT_BARRIER), self.agents
+        assert not self.live(P.INIT, P.RENDEZVOUS, P.RUNNING, P.EXIT_BARRIER, P.FENCED), self.agents
         if self.oracle.closed == "succeeded":
             assert all(self.agents[n].exit_code == 0 for n in live_before)
 
@@ -480,17 +491,22 @@ class AgentsAndBudget(RuleBasedStateMachine):
 
     @invariant()
     def inv_A12_fencing_is_not_failing(self) -> None:
-        """A lapsed keep-alive stops the node's workers, ends its world and re-joins without
-        reporting a failure: it never ends the agent, closes the job or spends budget."""
+        """A lapsed keep-alive stops the node's workers and fences it (no join while lapsed);
+        once a heartbeat landed again it opens the next round and re-joins without reporting a
+        failure: fencing never ends the agent, closes the job or spends budget."""
         for record in self.new_records("inv_A12_fencing_is_not_failing"):
-            if not isinstance(record.event, ag.KeepAliveLapsed):
-                continue
             kinds = [type(e) for e in record.result.effects]
-            assert record.result.state.phase is P.RENDEZVOUS, record
-            assert record.result.state.restart_count == record.before.restart_count
-            assert kinds[0] is ag.StopWorkers and kinds[-1] is ag.JoinRendezvous, record
-            assert ag.OpenNextRound in kinds and ag.CloseRendezvous not in kinds, record
-            assert ag.JoinRendezvous(failure=False) in record.result.effects
+            after = record.result.state
+            if isinstance(record.event, (ag.KeepAliveLapsed, ag.KeepAliveRestored)):
+                assert after.restart_count == record.before.restart_count, record
+                assert ag.CloseRendezvous not in kinds and ag.ReportFailure not in kinds, record
+            if isinstance(record.event, ag.KeepAliveLapsed):
+                assert after.phase is P.FENCED, record
+                assert kinds[0] is ag.StopWorkers and ag.JoinRendezvous not in kinds, record
+            elif isinstance(record.event, ag.KeepAliveRestored):
+                assert record.before.phase is P.FENCED and after.phase is P.RENDEZVOUS, record
+                assert kinds == [ag.OpenNextRound, ag.JoinRendezvous], record
+                assert ag.JoinRendezvous(failure=False) in record.result.effects
 
     @invariant()
     def inv_A13_a_peer_lost_within_the_window_is_a_membership_change(self) -> None:

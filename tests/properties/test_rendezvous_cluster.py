@@ -4,7 +4,6 @@ rendezvous machine over an in-memory store; every invariant of specs/rendezvous.
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -205,9 +204,4 @@ def inv_R9_rounds_complete_once_faults_stop(
     )
 
 
-TestRendezvousCluster = pytest.mark.xfail(
-    strict=False,
-    reason="open finding: with no latency, a node whose heartbeats stopped fences, re-joins and "
-    "completes its join in the same instant, again and again (RecursionError in the simulator's "
-    "node stepping); checking the keep-alive one interval later lets it train while lapsed",
-)(RendezvousCluster.TestCase)
+TestRendezvousCluster = RendezvousCluster.TestCase

@@ -11,10 +11,15 @@ It decides
   is fenced out of its world), then the next in-place attempt of its round, then nodes waiting
   (only while the workers run); nothing else is news;
 * when failed looks mean the rendezvous is lost: ``looks_lost`` in a row (one is noise: a busy
-  store), counted from the last look that worked;
+  store), counted from the last look that worked; for a fenced node the first (its workers are
+  stopped already, and the store client has waited the outage out);
 * when the node's own keep-alive has lapsed, so it must fence itself: the last heartbeat that
   landed is ``heartbeat_timeout - heartbeat_interval`` old (a peer may find it dead one interval
   later), unless the node hosts the store (its lapse is the store's too: see ``lapsed``);
+* when a fenced node may re-join: once a heartbeat lands again (the store answers it), not
+  before, since a node that joins and trains while its own keep-alive is lapsed is fenced again
+  at once; a fenced node whose keep-alive has not come back within ``fence_timeout`` (the join
+  timeout) has a failed rendezvous;
 * what a join that found the run closed means: the close's outcome when a look can read it, else
   a failed rendezvous of kind ``closed``.
 
@@ -34,6 +39,8 @@ from tpelastic.core.values import Duration, Instant, value_eq, value_hash, value
 
 class MemberPhase(enum.Enum):
     WATCHING = "WATCHING"  # a member (or joiner) looking at the rendezvous beyond its round
+    # The keep-alive lapsed and the node fenced itself: it waits for a heartbeat to land.
+    FENCED = "FENCED"
 
 
 @frozen(kw_only=True)
@@ -51,6 +58,9 @@ class MemberConfig:
     # The store's server runs in this node's process: a beat of it that could not land means
     # the store answered nobody either, so no peer could time it meanwhile (see ``lapsed``).
     hosts_store: bool = False
+    # How long a fenced node waits for its keep-alive to come back before its rendezvous fails
+    # (the join timeout; None: as long as it takes).
+    fence_timeout: Duration | None = None
 
 
 @frozen(kw_only=True)
@@ -61,6 +71,7 @@ class MemberState:
 
     phase: MemberPhase = MemberPhase.WATCHING
     failed_looks: int = field(default=0, validator=validators.ge(0))  # in a row
+    fenced_at: Instant | None = None  # FENCED only: when the lapse was read
 
 
 # -- observations ----------------------------------------------------------------------------
@@ -186,6 +197,19 @@ def lapsed(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> bo
     return keep_alive_lapsed(event.now, event.last_beat, timeout, interval)
 
 
+def still_lapsed(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> bool:
+    """Fenced, and the keep-alive is still lapsed, within ``fence_timeout`` of the fence?"""
+    return lapsed(state, event, config) and not fence_over(state, event, config)
+
+
+def fence_over(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> bool:
+    """Fenced, the keep-alive still lapsed, and ``fence_timeout`` has passed since the fence?"""
+    timeout, since = config.fence_timeout, state.fenced_at
+    if timeout is None or since is None or not lapsed(state, event, config):
+        return False
+    return event.now - since >= timeout
+
+
 def close_readable(state: MemberState, event: JoinClosed, config: MemberConfig) -> bool:
     """Could a look read the close's outcome (succeeded or failed)?"""
     return event.closed is not None and event.closed[0] in _OUTCOMES
@@ -197,7 +221,9 @@ Out = tuple[MemberState, tuple[object, ...]]
 
 
 def _seen(state: MemberState) -> MemberState:
-    return evolve(state, failed_looks=0) if state.failed_looks else state
+    if state.failed_looks or state.fenced_at is not None:
+        return evolve(state, failed_looks=0, fenced_at=None)
+    return state
 
 
 def report_closed(state: MemberState, event: LookDone, config: MemberConfig) -> Out:
@@ -234,13 +260,33 @@ def count_failed_look(state: MemberState, event: LookFailed, config: MemberConfi
 
 def report_lost(state: MemberState, event: LookFailed, config: MemberConfig) -> Out:
     lost = ag.RendezvousFailed(now=event.now, reason=event.reason, kind="connection")
-    return evolve(state, failed_looks=0), (lost,)
+    return evolve(state, failed_looks=0, fenced_at=None), (lost,)
 
 
 def report_lapse(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> Out:
     age = event.now - event.last_beat
     reason = f"no heartbeat landed for {age:.1f}s"
-    return state, (ag.KeepAliveLapsed(now=event.now, reason=reason),)
+    fenced = evolve(state, fenced_at=event.now)
+    return fenced, (ag.KeepAliveLapsed(now=event.now, reason=reason),)
+
+
+def report_restored(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> Out:
+    restored = ag.KeepAliveRestored(now=event.now)
+    return evolve(state, fenced_at=None, failed_looks=0), (restored,)
+
+
+def report_fence_over(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> Out:
+    age = event.now - event.last_beat
+    reason = (
+        f"fenced: no heartbeat of this node landed for {age:.1f}s, past the join timeout "
+        f"({config.fence_timeout:g}s)"
+    )
+    failed = ag.RendezvousFailed(now=event.now, reason=reason, kind="timeout")
+    return evolve(state, fenced_at=None), (failed,)
+
+
+def ignore(state: MemberState, event: object, config: MemberConfig) -> Out:
+    return state, ()
 
 
 def report_close(state: MemberState, event: JoinClosed, config: MemberConfig) -> Out:
@@ -253,7 +299,15 @@ def report_closed_unread(state: MemberState, event: JoinClosed, config: MemberCo
     return state, (ag.RendezvousFailed(now=event.now, reason=event.why, kind="closed"),)
 
 
-W = MemberPhase.WATCHING
+W, F = MemberPhase.WATCHING, MemberPhase.FENCED
+_JOIN_CLOSED = tuple(
+    row
+    for src in (W, F)
+    for row in (
+        Row(src=src, on=JoinClosed, dst=src, guard="close_readable", action="report_close"),
+        Row(src=src, on=JoinClosed, dst=src, action="report_closed_unread"),
+    )
+)
 ROWS = (
     Row(src=W, on=LookDone, dst=W, guard="look_closed", action="report_closed"),
     Row(src=W, on=LookDone, dst=W, guard="look_next_round", action="report_next_round"),
@@ -262,10 +316,46 @@ ROWS = (
     Row(src=W, on=LookDone, dst=W, action="quiet", note="nothing new"),
     Row(src=W, on=LookFailed, dst=W, guard="looks_left", action="count_failed_look"),
     Row(src=W, on=LookFailed, dst=W, guard="looks_lost", action="report_lost"),
-    Row(src=W, on=KeepAliveRead, dst=W, guard="lapsed", action="report_lapse"),
+    Row(src=W, on=KeepAliveRead, dst=F, guard="lapsed", action="report_lapse"),
     Row(src=W, on=KeepAliveRead, dst=W, note="heartbeats land: nothing to do"),
-    Row(src=W, on=JoinClosed, dst=W, guard="close_readable", action="report_close"),
-    Row(src=W, on=JoinClosed, dst=W, action="report_closed_unread"),
+    Row(
+        src=F,
+        on=KeepAliveRead,
+        dst=F,
+        guard="still_lapsed",
+        note="no heartbeat landed yet: a re-join now would train while lapsed",
+    ),
+    Row(
+        src=F,
+        on=KeepAliveRead,
+        dst=W,
+        guard="fence_over",
+        action="report_fence_over",
+        note="the keep-alive did not come back within the join timeout",
+    ),
+    Row(
+        src=F,
+        on=KeepAliveRead,
+        dst=W,
+        action="report_restored",
+        note="a heartbeat landed: the store answers this node again, it re-joins",
+    ),
+    Row(src=F, on=LookDone, dst=W, guard="look_closed", action="report_closed"),
+    Row(
+        src=F,
+        on=LookDone,
+        dst=F,
+        action="ignore",
+        note="the re-join, once the keep-alive is back, joins whatever forms",
+    ),
+    Row(
+        src=F,
+        on=LookFailed,
+        dst=W,
+        action="report_lost",
+        note="the store client waited the outage out: with no world to keep, it is lost",
+    ),
+    *_JOIN_CLOSED,
 )
 GUARDS: dict[str, Guard] = {
     "look_closed": look_closed,
@@ -275,6 +365,8 @@ GUARDS: dict[str, Guard] = {
     "looks_left": looks_left,
     "looks_lost": looks_lost,
     "lapsed": lapsed,
+    "still_lapsed": still_lapsed,
+    "fence_over": fence_over,
     "close_readable": close_readable,
 }
 ACTIONS: dict[str, Action] = {
@@ -286,6 +378,9 @@ ACTIONS: dict[str, Action] = {
     "count_failed_look": count_failed_look,
     "report_lost": report_lost,
     "report_lapse": report_lapse,
+    "report_restored": report_restored,
+    "report_fence_over": report_fence_over,
+    "ignore": ignore,
     "report_close": report_close,
     "report_closed_unread": report_closed_unread,
 }
@@ -301,9 +396,12 @@ TABLE = build_table(
         "What a running member makes of what it sees of the rendezvous; the effects are the "
         "agent's events, fed to the agent table in order. A look means, in priority order: "
         "closed, the next round opened, our round's next attempt opened, nodes waiting (while "
-        "the workers run). `looks_lost` failed looks in a row are a lost rendezvous. A last "
+        "the workers run). `looks_lost` failed looks in a row (fenced: one) are a lost "
+        "rendezvous. A last "
         "landed heartbeat `heartbeat_timeout - heartbeat_interval` old is a lapsed keep-alive "
-        "(the agent fences and re-joins). A join that found the run closed reports the close's "
+        "(FENCED: the agent stops its workers); the first read after a heartbeat landed again "
+        "restores it (the agent re-joins), one still lapsed `fence_timeout` after the fence is "
+        "a failed rendezvous. A join that found the run closed reports the close's "
         "outcome when a look can read it, else a failed rendezvous of kind `closed`."
     ),
 )

@@ -84,6 +84,7 @@ def _events() -> st.SearchStrategy[object]:
             reason=st.just("worker failed"),
         ),
         st.builds(core.KeepAliveLapsed, now=_now(), reason=st.just("lapsed")),
+        st.builds(core.KeepAliveRestored, now=_now()),
         st.builds(core.TimePassed, now=_now()),
         st.builds(core.ExitBarrierRead, now=_now(), arrived=st.integers(0, 3)),
         st.builds(

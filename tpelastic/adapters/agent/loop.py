@@ -92,7 +92,12 @@ _BARRIER_POLL = 0.05
 # The phases whose observations the loop reads itself, between the pumps' (the others'
 # come from the effect carried out last).
 _READING = frozenset(
-    {core.AgentPhase.RUNNING, core.AgentPhase.HOLDING, core.AgentPhase.EXIT_BARRIER}
+    {
+        core.AgentPhase.RUNNING,
+        core.AgentPhase.HOLDING,
+        core.AgentPhase.EXIT_BARRIER,
+        core.AgentPhase.FENCED,
+    }
 )
 # How long stop() waits for a round watcher's thread (it is released by the store's close or
 # by the writes that end a round, so this bound is only reached when the store hangs).
@@ -481,6 +486,9 @@ class SimpleElasticAgent(ElasticAgent):
         if phase is core.AgentPhase.EXIT_BARRIER:
             self._next_read = now + min(self._spec.monitor_interval, _BARRIER_POLL)
             return self._read_barrier(now)
+        if phase is core.AgentPhase.FENCED:
+            self._next_read = now + self._spec.monitor_interval
+            return self._read_fenced(now)
         self._next_read = now + self._spec.monitor_interval
         return self._read_running(now)
 
@@ -554,6 +562,17 @@ class SimpleElasticAgent(ElasticAgent):
         what the hold waits for); the core decides when the hold is over."""
         seen = self._look(now, running=False)
         return seen if seen is not None else core.TimePassed(now=now)
+
+    def _read_fenced(self, now: float) -> Any | None:
+        """Fenced: a look (the run may close, the store may be lost) and the keep-alive, until
+        the core says a heartbeat landed again (it re-joins)."""
+        seen = self._look(now, running=False)
+        if seen is not None:
+            return seen
+        last_beat = self._membership.last_beat()
+        if last_beat is None:  # no keep-alive to wait for: it cannot stay lapsed
+            last_beat = now
+        return self._member_step(members.KeepAliveRead(now=now, last_beat=last_beat))
 
     def _read_barrier(self, now: float) -> Any | None:
         """At the exit barrier: a look (a close or a newer round ends the wait), else how many

@@ -327,10 +327,13 @@ class Membership:
         timeout, interval = self._heartbeat()
         if not self.round_aware or not timeout or not interval:
             return MemberConfig()
+        config = getattr(getattr(self.handler, "settings", None), "config", None)
+        join_timeout = getattr(config, "join_timeout", None)
         return MemberConfig(
             heartbeat_timeout=timeout,
             heartbeat_interval=interval,
             hosts_store=self.hosts_store,
+            fence_timeout=float(join_timeout) if join_timeout else None,
         )
 
     def last_beat(self) -> float | None:

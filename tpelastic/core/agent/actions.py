@@ -270,13 +270,18 @@ def rejoin(state: AgentState, event: ev.NextRoundOpened, config: AgentConfig) ->
 
 
 def fence(state: AgentState, event: ev.KeepAliveLapsed, config: AgentConfig) -> Out:
-    # Peers may already have found this node dead and formed a world without it; opening the
-    # next round (a no-op when they did) makes sure nobody trains on with this node's ranks.
-    reason = f"keep-alive lapsed ({event.reason}): fencing this node's workers and re-joining"
+    # Peers may soon find this node dead and form a world without it. It re-joins only once a
+    # heartbeat lands again (KeepAliveRestored): joining now, it would train while lapsed and
+    # fence again at once, a new round each time.
+    reason = f"keep-alive lapsed ({event.reason}): fencing this node's workers"
     warning = Emit(name="agent.warning", fields=(("reason", reason), ("round", state.round)))
+    return state, (ev.StopWorkers(reason=reason), warning)
+
+
+def rejoin_after_fence(state: AgentState, event: ev.KeepAliveRestored, config: AgentConfig) -> Out:
+    # Opening the next round (a no-op when peers did) makes sure nobody trains on with this
+    # node's ranks.
     effects = (
-        ev.StopWorkers(reason=reason),
-        warning,
         ev.OpenNextRound(reason="membership", after_round=state.round),
         ev.JoinRendezvous(failure=False),
     )

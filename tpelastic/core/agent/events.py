@@ -158,6 +158,17 @@ class KeepAliveLapsed:
 
 
 @frozen(kw_only=True)
+class KeepAliveRestored:
+    """A heartbeat of this fenced node landed again (the store answers it): it may re-join."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+
+
+@frozen(kw_only=True)
 class TimePassed:
     """Nothing else happened by ``now`` (a held failure's window may be over)."""
 
@@ -216,6 +227,7 @@ AgentEventT = (
     | NextRoundOpened
     | AttemptOpened
     | KeepAliveLapsed
+    | KeepAliveRestored
     | TimePassed
     | ExitBarrierRead
     | RendezvousClosed
@@ -232,6 +244,7 @@ AGENT_EVENTS: tuple[type, ...] = (
     NextRoundOpened,
     AttemptOpened,
     KeepAliveLapsed,
+    KeepAliveRestored,
     TimePassed,
     ExitBarrierRead,
     RendezvousClosed,
@@ -387,6 +400,7 @@ __all__ = [
     "ExitBarrierRead",
     "JoinRendezvous",
     "KeepAliveLapsed",
+    "KeepAliveRestored",
     "LeaveRendezvous",
     "NextRoundOpened",
     "NodesWaiting",

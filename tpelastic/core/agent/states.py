@@ -23,6 +23,9 @@ class AgentPhase(enum.Enum):
     # The workers failed with the budget spent; waiting up to the collateral window for a
     # peer's loss that would make the failure a membership change instead (workers stopped).
     HOLDING = "HOLDING"
+    # The keep-alive lapsed: workers stopped, out of its world; re-joins once a heartbeat
+    # lands again (the membership machine tells it).
+    FENCED = "FENCED"
     EXIT_BARRIER = "EXIT_BARRIER"  # local workers succeeded; waiting for the rest of the world
     SUCCEEDED = "SUCCEEDED"  # terminal: exit code 0
     FAILED = "FAILED"  # terminal: exit code 1, 3 or 128 + signum

@@ -19,8 +19,8 @@ actions in actions.py, all pure. Rules the rows keep:
   membership change; otherwise the job fails. With budget left it restarts at once, and a
   peer's loss within the window of an in-place attempt's start refunds that attempt: the
   re-join reports it as not spent (``charged_attempt``).
-* A lapsed keep-alive fences the node (stop its workers, end the world) and re-joins: fencing
-  is not failing, and it spends no budget.
+* A lapsed keep-alive fences the node (stop its workers, end the world); it re-joins once a
+  heartbeat lands again: fencing is not failing, and it spends no budget.
 * A signal leaves the rendezvous gracefully and never closes it for the others.
 """
 
@@ -34,7 +34,7 @@ from tpelastic.core.table import Action, Guard, Row, Step, build_table
 
 A = AgentPhase
 # Rows are grouped by event, then by source phase: the order the exported table shows them in.
-_JOINED = (A.RENDEZVOUS, A.RUNNING, A.HOLDING, A.EXIT_BARRIER)
+_JOINED = (A.RENDEZVOUS, A.RUNNING, A.HOLDING, A.EXIT_BARRIER, A.FENCED)
 _NEVER = "cannot happen while every node follows this table; fail rather than overspend"
 ROWS = (
     Row(src=A.INIT, on=ev.AgentStarted, dst=A.RENDEZVOUS, action="join_fresh"),
@@ -55,7 +55,7 @@ ROWS = (
     ),
     *(
         row
-        for src in (A.RENDEZVOUS, A.RUNNING, A.HOLDING)
+        for src in (A.RENDEZVOUS, A.RUNNING, A.HOLDING, A.FENCED)
         for row in (
             Row(
                 src=src,
@@ -213,9 +213,16 @@ ROWS = (
     Row(
         src=A.RUNNING,
         on=ev.KeepAliveLapsed,
-        dst=A.RENDEZVOUS,
+        dst=A.FENCED,
         action="fence",
-        note="fencing is not failing: stop the workers, end the world, re-join (no budget)",
+        note="fencing is not failing: stop the workers, end the world (no budget)",
+    ),
+    Row(
+        src=A.FENCED,
+        on=ev.KeepAliveRestored,
+        dst=A.RENDEZVOUS,
+        action="rejoin_after_fence",
+        note="a heartbeat landed again: open the next round and re-join",
     ),
     Row(
         src=A.EXIT_BARRIER,
@@ -290,6 +297,7 @@ ACTIONS: dict[str, Action] = {
     "scale_up": act.scale_up,
     "rejoin": act.rejoin,
     "fence": act.fence,
+    "rejoin_after_fence": act.rejoin_after_fence,
     "close_succeeded": act.close_succeeded,
     "succeed_unconfirmed": act.succeed_unconfirmed,
     "follow_close": act.follow_close,
@@ -323,8 +331,9 @@ TABLE = build_table(
         "it as not spent (`JoinRendezvous.charged_attempt`). A membership change re-joins "
         "without spending; a worker exit seen after the world ended (the driver steps a fresh "
         "look before every failure; the agent is already re-joining) spends nothing; a lapsed "
-        "keep-alive fences the node's workers and re-joins (no "
-        "budget); a signal leaves gracefully and never closes the rendezvous. At the exit barrier "
+        "keep-alive fences the node's workers (FENCED, no budget) and it re-joins once a "
+        "heartbeat lands again; a signal leaves gracefully and never closes the rendezvous. "
+        "At the exit barrier "
         "the driver reports how many nodes arrived (`ExitBarrierRead`): all of the round closes "
         "the rendezvous as succeeded; short of that past `exit_barrier_timeout` the node "
         "succeeds with a warning and leaves without closing. Exit codes: 0 "

@@ -106,6 +106,7 @@ class AgentDriver(RestartDriver):
             member = mb.MemberConfig(
                 heartbeat_timeout=config.heartbeat_timeout,
                 heartbeat_interval=config.heartbeat_interval,
+                fence_timeout=config.join_timeout,
             )
             self._node_config = NodeConfig(agent=agent, member=member)
         return self._node_config
@@ -144,6 +145,8 @@ class AgentDriver(RestartDriver):
             self._agent_ended(node, last)
         elif after is ag.AgentPhase.HOLDING and before.phase is not after:
             self._hold(node)
+        elif after is ag.AgentPhase.FENCED and before.phase is not after:
+            self._fenced(node)
         return any(not isinstance(effect, Rejected) for effect in step.effects)
 
     def _node_step(self, node: SimNode, observation: object, alike: Alike | None) -> NodeStep:
@@ -329,6 +332,14 @@ class AgentDriver(RestartDriver):
 
     def _signalled(self, node: SimNode, signum: int) -> None:
         self._step(node, ag.SignalReceived(now=self.now, signum=signum))
+
+    def _fenced(self, node: SimNode) -> None:
+        """The agent fenced the node: out of its world, it keeps beating; each beat's outcome
+        is a keep-alive read (a landed one re-joins it, see ``Cluster._send_beat``)."""
+        self._set_status(node, Status.FENCED, None)
+        self._drop_wait(node)
+        node.gen += 1
+        self._arm_tick(node)
 
     def _hold(self, node: SimNode) -> None:
         """The agent holds a failure (workers stopped) for the collateral window: the node keeps

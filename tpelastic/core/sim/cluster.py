@@ -25,6 +25,7 @@ from functools import lru_cache
 from attrs import define, field
 
 from tpelastic.core import agent as ag
+from tpelastic.core import membership as mb
 from tpelastic.core.membership import keep_alive_lapsed
 from tpelastic.core.rendezvous import membership
 from tpelastic.core.rendezvous.ops import Get, Op, Reply
@@ -171,7 +172,9 @@ class Cluster(AgentDriver):
         self._settle()
 
     def store_available(self) -> None:
-        """The store answers again (joins being retried reach it)."""
+        """The store answers again (joins being retried reach it), unless its host died."""
+        if self.store_gone:
+            return  # nothing listens at its address any more
         self.store_up = True
         self._note(None, "store.available", "the store is available again")
         self._settle()
@@ -231,11 +234,13 @@ class Cluster(AgentDriver):
             return
         # An agent waiting to retry a join keeps its keep-alive running, as the real one does.
         retrying = node.status is Status.FAILED and node.retry_pending
-        if node.status not in (Status.JOINING, *MEMBER) and not retrying:
+        if node.status not in (Status.JOINING, Status.FENCED, *MEMBER) and not retrying:
             return
         node.last_beat = self.now
         if node.beating:
             self._send_beat(node)
+        elif node.status is Status.FENCED:
+            self._fenced_beat(node, False)
         looks = node.status in MEMBER and not node.retry_pending  # (not while an open retries)
         if looks and node.beating and node.world is not None:
             self._watch(node, node.world)
@@ -249,6 +254,8 @@ class Cluster(AgentDriver):
                 self._arm_fence(node)
             else:
                 node.last_good_beat = max(node.last_good_beat, sent)
+            if node.status is Status.FENCED and not node.paused:
+                self._fenced_beat(node, replies is not None)
 
         ops = self._beat_ops.get(node.name)
         if ops is None:
@@ -256,6 +263,15 @@ class Cluster(AgentDriver):
                 self.keys, node.name, self.config
             )
         self._request(node, ops, landed, stale_ok=True)
+
+    def _fenced_beat(self, node: SimNode, landed: bool) -> None:
+        """A fenced node's beat: one that failed after its store client waited the outage out
+        is a failed look (the rendezvous is lost); otherwise its keep-alive is read (a landed
+        beat ends the fence and it re-joins; a lapse past the join timeout fails it)."""
+        if not landed and node.store_lost:
+            self._step(node, mb.LookFailed(now=self.now, reason=node.store_lost))
+        else:
+            self._read_keep_alive(node)
 
     def _arm_fence(self, node: SimNode) -> None:
         if node.status is Status.TRAINING:

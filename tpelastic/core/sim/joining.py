@@ -263,7 +263,16 @@ class JoinDriver:
         )
         node.join = FRESH_JOIN
         self._arm_tick(node)
-        self._feed(node, event)
+        # The join's first step is the queue's next action at this instant, not a call from
+        # inside the step that asked for it: with no latency a join can complete, and its
+        # round end, within one instant, and nested calls would recurse without bound.
+        gen = node.gen
+
+        def first_step() -> None:
+            if node.gen == gen:
+                self._feed(node, event)
+
+        self.queue.schedule(self.now, first_step)
 
     def _feed(self, node: SimNode, event: object) -> None:
         """Step the node's join machine until it blocks on a reply or a wait, or finishes."""

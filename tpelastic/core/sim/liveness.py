@@ -19,7 +19,7 @@ from tpelastic.core.sim.cluster import Cluster
 from tpelastic.core.sim.nodes import Status
 
 _GONE = (Status.CRASHED, Status.LEFT)
-_STUCK = (Status.JOINING, Status.HOLDING)
+_STUCK = (Status.JOINING, Status.HOLDING, Status.FENCED)
 
 
 def settle_time(config: RendezvousConfig, latency: float = 0.0, retry_after: float = 0.0) -> float:

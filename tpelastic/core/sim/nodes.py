@@ -24,6 +24,9 @@ class Status(enum.Enum):
     # The agent holds a failure (workers stopped, the collateral window) or retries opening
     # an attempt: a member of its world that does not train, and keeps beating and looking.
     HOLDING = "holding"
+    # Its keep-alive lapsed: workers stopped, out of its world; it keeps beating and re-joins
+    # once a beat lands again (its membership machine decides).
+    FENCED = "fenced"
 
 
 @frozen(kw_only=True)

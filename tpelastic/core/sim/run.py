@@ -22,7 +22,7 @@ from tpelastic.core.sim.scenario import Fault, FaultRate, Scenario
 T = TypeVar("T")
 
 # Which nodes each fault may hit when the scenario names none.
-_LIVE = (Status.JOINING, Status.TRAINING)
+_LIVE = (Status.JOINING, Status.TRAINING, Status.FENCED)
 _TARGETS = {
     "crash": _LIVE,
     "lose_heartbeats": _LIVE,
