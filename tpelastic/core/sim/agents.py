@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import Any, ClassVar
 
 from attrs import define, field, fields
@@ -49,7 +50,11 @@ UNBOUNDED = sys.maxsize
 Handler = Callable[[Any, SimNode, Any, Iterator[object]], bool]
 # Every field of the agent's state but the node's rank in its world (see _step's ``alike``).
 _BUT_RANK = tuple(f.name for f in fields(ag.AgentState) if f.name != "group_rank")
+_but_rank = attrgetter(*_BUT_RANK)
 Alike = dict[tuple[object, ...], NodeStep]
+# The terminal phases, compared by identity (an enum member hashes in Python: slow per member).
+_SUCCEEDED, _FAILED = ag.AgentPhase.SUCCEEDED, ag.AgentPhase.FAILED
+assert frozenset((_SUCCEEDED, _FAILED)) == TERMINAL
 
 
 @define
@@ -129,9 +134,9 @@ class AgentDriver(RestartDriver):
         (10,000 of them learning of one attempt). The agent table decides nothing on a node's
         rank (``tests/sim/test_sim_agents.py`` checks it row by row), so a member whose state
         equals another's but for its rank takes that member's step, with its own rank."""
-        if node.agent_but_rank.phase in TERMINAL or node.status is Status.CRASHED:
-            return False
         before = node.agent_but_rank
+        if before.phase is _SUCCEEDED or before.phase is _FAILED or node.status is Status.CRASHED:
+            return False
         step = self._node_step(node, observation, alike)
         for taken in step.agent_steps:
             if isinstance(taken.event, ag.KeepAliveLapsed) and taken.before.phase is not (
@@ -140,14 +145,19 @@ class AgentDriver(RestartDriver):
                 self._note(node, "node.fenced", f"{node.name} fenced itself ({taken.event.reason})")
         self._carry_out(node, iter(step.effects))
         after = node.agent_but_rank.phase
-        if after in TERMINAL and node.status not in (Status.LEFT, Status.CRASHED):
-            last = step.agent_steps[-1].event if step.agent_steps else observation
-            self._agent_ended(node, last)
-        elif after is ag.AgentPhase.HOLDING and before.phase is not after:
-            self._hold(node)
-        elif after is ag.AgentPhase.FENCED and before.phase is not after:
-            self._fenced(node)
-        return any(not isinstance(effect, Rejected) for effect in step.effects)
+        if after is not before.phase:
+            ended = after is _SUCCEEDED or after is _FAILED
+            if ended and node.status not in (Status.LEFT, Status.CRASHED):
+                last = step.agent_steps[-1].event if step.agent_steps else observation
+                self._agent_ended(node, last)
+            elif after is ag.AgentPhase.HOLDING:
+                self._hold(node)
+            elif after is ag.AgentPhase.FENCED:
+                self._fenced(node)
+        for effect in step.effects:
+            if type(effect) is not Rejected:
+                return True
+        return False
 
     def _node_step(self, node: SimNode, observation: object, alike: Alike | None) -> NodeStep:
         """The node's step, which also becomes its state."""
@@ -156,16 +166,24 @@ class AgentDriver(RestartDriver):
             node.core = step.state
             return step
         # Within one batch the observation and the member states are shared objects: keyed by
-        # identity (the batch keeps them alive), compared field by field for the agent.
+        # identity (the batch keeps them alive), compared field by field for the agent. Members
+        # that already share one state object (an earlier batch's step) find it by identity.
         shared = node.shared_core
         agent = shared.agent
-        key = (*(getattr(agent, name) for name in _BUT_RANK), id(shared.member), id(observation))
         rank = node.own_rank if node.own_rank is not None else agent.group_rank
-        taken = alike.get(key)
+        same = (id(shared), id(observation))
+        taken = alike.get(same)
         if taken is None:
-            taken = alike[key] = node_step(node.core, observation, self.node_config)
-            node.core = taken.state
-            self._alike_keep.append(shared.member)  # its id stays this state's for the batch
+            key = (*_but_rank(agent), id(shared.member), id(observation))
+            taken = alike.get(key)
+            if taken is None:
+                taken = alike[key] = node_step(node.core, observation, self.node_config)
+                node.core = taken.state
+                self._alike_keep.append(shared.member)  # its id stays this state's for the batch
+            else:
+                node.share_core(taken.state, rank)
+            alike[same] = taken
+            self._alike_keep.append(shared)
         else:
             node.share_core(taken.state, rank)
         return taken

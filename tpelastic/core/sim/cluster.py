@@ -71,6 +71,10 @@ class Cluster(AgentDriver):
     # once: (round, attempt) -> the watch batch; node -> its heartbeat batch.
     _watch_ops: dict[tuple[int, int], tuple[Op, ...]] = field(factory=dict, alias="_watch_ops")
     _beat_ops: dict[str, tuple[Op, ...]] = field(factory=dict, alias="_beat_ops")
+    # The last held look's answer: (round, attempt, store ops so far) -> what it read.
+    _held_looks: dict[tuple[int, int, int], membership.RoundWatch] = field(
+        factory=dict, alias="_held_looks"
+    )
 
     def start(self, name: str) -> None:
         """A new node (or a restarted one, under a new name) joins the run."""
@@ -340,9 +344,16 @@ class Cluster(AgentDriver):
         # The held wait's answer is the look: the keys as they are now, one latency after the
         # write that fired it (the real member looks then; its look is not counted again).
         attempt = node.attempt
-        data = self.store
-        replies = tuple(data.get(op.key) for op in self._watch_batch(world.round_no, attempt))
-        self._act_on(node, world, _read_watch(replies), attempt)
+        # Members waking together read the same keys at the same instant: read them once
+        # (again after any batch applied meanwhile).
+        key = (world.round_no, attempt, self.sim_store.ops)
+        seen = self._held_looks.get(key)
+        if seen is None:
+            data = self.store
+            batch = self._watch_batch(world.round_no, attempt)
+            seen = _read_watch(tuple(data.get(op.key) for op in batch))
+            self._held_looks = {key: seen}
+        self._act_on(node, world, seen, attempt)
 
     def _act_on(
         self, node: SimNode, world: RoundResult, seen: membership.RoundWatch, attempt: int
