@@ -33,7 +33,7 @@ from tpelastic.core import agent as ag
 from tpelastic.core import membership as mb
 from tpelastic.core.agent.states import TERMINAL
 from tpelastic.core.group_values import WorkerFailure
-from tpelastic.core.node import NodeConfig, NodeStep, node_step
+from tpelastic.core.node import NodeConfig, NodeState, NodeStep, node_step
 from tpelastic.core.rendezvous import attempts
 from tpelastic.core.rendezvous import membership as rz_membership
 from tpelastic.core.rendezvous.ops import JoinFailed, JoinSucceeded, Reply
@@ -55,6 +55,17 @@ Alike = dict[tuple[object, ...], NodeStep]
 # The terminal phases, compared by identity (an enum member hashes in Python: slow per member).
 _SUCCEEDED, _FAILED = ag.AgentPhase.SUCCEEDED, ag.AgentPhase.FAILED
 assert frozenset((_SUCCEEDED, _FAILED)) == TERMINAL
+
+
+# A step another member may take again by replay: it only stops and starts workers (or notes),
+# within one phase, so carrying out its effects is all the full step would do.
+_REPLAYABLE = (ag.StopWorkers, ag.StartWorkers, Emit, Rejected)
+
+
+def _replayable(before: NodeState, taken: NodeStep) -> bool:
+    if taken.state.agent.phase is not before.agent.phase:
+        return False
+    return all(type(effect) in _REPLAYABLE for effect in taken.effects)
 
 
 @define
@@ -90,6 +101,7 @@ class AgentDriver(RestartDriver):
         default=None, alias="_alike_looks"
     )
     _alike_keep: list[object] = field(factory=list, alias="_alike_keep")
+    _last_step: NodeStep | None = field(default=None, alias="_last_step")
 
     HANDLERS: ClassVar[dict[type, Handler]] = {}
 
@@ -173,6 +185,7 @@ class AgentDriver(RestartDriver):
         rank = node.own_rank if node.own_rank is not None else agent.group_rank
         same = (id(shared), id(observation))
         taken = alike.get(same)
+        self._last_step = taken
         if taken is None:
             key = (*_but_rank(agent), id(shared.member), id(observation))
             taken = alike.get(key)
@@ -182,7 +195,7 @@ class AgentDriver(RestartDriver):
                 self._alike_keep.append(shared.member)  # its id stays this state's for the batch
             else:
                 node.share_core(taken.state, rank)
-            alike[same] = taken
+            alike[same] = self._last_step = taken
             self._alike_keep.append(shared)
         else:
             node.share_core(taken.state, rank)
@@ -310,9 +323,27 @@ class AgentDriver(RestartDriver):
         self._restart_batch = batch
         if self.step_alike:
             self._alike, self._alike_looks, self._alike_keep = {}, {}, []
+        # A member whose core state is the very object an earlier member of this batch held,
+        # at the same store contents, takes that member's step again (replayed: its effects
+        # carried out for it) when the step only restarts workers; anything else steps fully.
+        replay: dict[tuple[int, int], NodeStep] = {}
+        keep: list[NodeState] = []
         try:
             for node, world in members:
+                shared = node.shared_core
+                key = (id(shared), self.sim_store.ops)
+                taken = None if node.paused else replay.get(key)
+                if taken is not None:
+                    rank = node.own_rank if node.own_rank is not None else shared.agent.group_rank
+                    node.share_core(taken.state, rank)
+                    self._carry_out(node, iter(taken.effects))
+                    continue
+                self._last_step = None
                 self._look_held(node, world)
+                taken = self._last_step
+                if taken is not None and not node.paused and _replayable(shared, taken):
+                    replay[key] = taken
+                    keep.append(shared)  # its id stays this state's for the batch
         finally:
             self._restart_batch, self._alike, self._alike_looks, self._alike_keep = (
                 None,
