@@ -314,3 +314,25 @@ def test_S1_a_lone_node_whose_join_a_store_outage_cut_ends_within_the_settle_tim
     assert liveness_problems(cluster) == []
     assert cluster.nodes["node2"].status is Status.FAILED
     assert "timeout: round 2" in cluster.nodes["node2"].failure
+
+
+def test_a_fenced_node_waits_for_its_keep_alive_instead_of_rejoining_in_a_loop() -> None:
+    """With no latency, a node whose heartbeats stopped used to fence, re-join, complete its
+    join and fence again in the same instant, for ever. It now stays fenced (it trains in no
+    round while its keep-alive is lapsed) and the others form a round without it."""
+    config = RendezvousConfig(
+        min_nodes=1,
+        max_nodes=5,
+        join_timeout=100_000.0,
+        last_call_timeout=2.0,
+        heartbeat_interval=1.0,
+        heartbeat_timeout=3.0,
+    )
+    cluster = Cluster(config=config)
+    for name in ("n1", "n2", "n3", "n4"):
+        cluster.start(name)
+    cluster.lose_heartbeats("n1")
+    cluster.advance(48)
+    assert cluster.nodes["n1"].status is Status.FENCED
+    assert cluster.nodes["n1"].completed_rounds == [0]
+    assert cluster.worlds() == {(1, 0): 3}
