@@ -5,8 +5,9 @@ live in its main thread) runs over our TCPStore and real DynamicRendezvousHandle
 SIGTERM from inside a store call its own thread makes, at moments that matter: while a round
 re-forms after a peer left (the console line naming who left reads the store and carries on
 after any ``Exception``), while it arrives at the exit barrier (that write turns any
-``Exception`` into a lost store), and inside a store client that swallows even
-``BaseException``. Each time the agent must end with 128 + SIGTERM within seconds.
+``Exception`` into a lost store), inside a store client that swallows even ``BaseException``,
+and while its loop waits out a minute-long monitor interval and the kernel hands the signal to
+another thread. Each time the agent must end with 128 + SIGTERM within seconds.
 """
 
 from __future__ import annotations
@@ -76,3 +77,11 @@ def test_a_stop_swallowed_by_a_store_client_is_still_taken_at_the_next_pass(
     ended = _run(server, tmp_path.name, "swallowed")
     assert ended["exit_code"] == 128 + signal.SIGTERM, ended
     assert ended["after_signal"] < BOUND
+
+
+def test_a_signal_handed_to_another_thread_ends_a_long_inbox_wait(
+    tmp_path: Path, server: StoreServer
+) -> None:
+    ended = _run(server, tmp_path.name, "other-thread")
+    assert ended["exit_code"] == 128 + signal.SIGTERM, ended
+    assert ended["after_signal"] < BOUND  # the monitor interval is 60 s

@@ -35,6 +35,9 @@ log = logging.getLogger("tpelastic.agent")  # report.log's logger, without impor
 # The longest single wait of a worker pump: a stop is noticed at least this often even when the
 # workers' wait is not woken by their close.
 _SLICE = 1.0
+# The longest single wait of the loop's inbox: a signal handed to another thread of the process
+# is run (and raises on the loop's thread) at most this late.
+SIGNAL_CHECK = 0.5
 
 
 class Inbox:
@@ -68,10 +71,19 @@ class Inbox:
 
     def pop_within(self, timeout: float) -> Any | None:
         """The oldest observation, waiting up to ``timeout`` s for one (None when none came).
-        A signal handler that raises on this thread ends the wait with its exception."""
+
+        A signal handler that raises on this thread ends the wait with its exception. The wait
+        runs in slices of at most :data:`SIGNAL_CHECK` s: the kernel may hand a process's signal
+        to any of its threads, and then Python runs the handler on the main thread only once
+        that thread runs Python code again, which a single long wait would put off for all of
+        ``timeout`` (the monitor interval, minutes in some jobs).
+        """
         with self._changed:
-            if not self._items and timeout > 0:
-                self._changed.wait(timeout)
+            left = timeout
+            while not self._items and left > 0:
+                step = min(left, SIGNAL_CHECK)
+                self._changed.wait(step)
+                left -= step
             return self._items.popleft() if self._items else None
 
     def clear(self) -> None:

@@ -6,7 +6,11 @@ Usage: stop_signal_agent.py PORT RUN_ID SCENARIO, with SCENARIO one of
 - ``re-form``: a peer (a second handler on a thread) joins round 0 and leaves; the signal comes
   while the agent names who left, as the round re-forms (that console line reads the store);
 - ``barrier``: the worker succeeds; the signal comes as the agent arrives at the exit barrier;
-- ``swallowed``: as ``barrier``, inside a store client that catches ``BaseException``.
+- ``swallowed``: as ``barrier``, inside a store client that catches ``BaseException``;
+- ``other-thread``: the worker runs on; with a monitor interval of a minute the loop waits in
+  its inbox when the signal comes, and the kernel hands the signal to another thread (the main
+  thread blocks it here, so the kernel must): Python runs the handler on the main thread only
+  when that thread runs Python code again.
 
 A process of its own: the agent makes its process a child subreaper and installs signal
 handlers, neither of which may leak into the test runner.
@@ -20,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tpelastic.adapters.agent.local import LocalElasticAgent
@@ -81,14 +86,38 @@ def handler(port: int, run_id: str, node: str, store: Any) -> DynamicRendezvousH
     )
 
 
+class SignalFromAnotherThread:
+    """Sends SIGTERM once the agent's worker runs, from a thread that does not block it, after
+    the main thread has blocked it (so the kernel hands it to a thread other than main)."""
+
+    def __init__(self) -> None:
+        self.sent_at: float | None = None
+        self.running: Callable[[], bool] = lambda: False
+        # Started before the main thread blocks SIGTERM: this thread keeps it unblocked.
+        threading.Thread(target=self._send, daemon=True).start()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def _send(self) -> None:
+        deadline = time.monotonic() + 30
+        while not self.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the loop is in its inbox wait by now
+        self.sent_at = time.monotonic()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main() -> None:
     port, run_id, scenario = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     client = connect("127.0.0.1", port, timeout=5.0)
+    store: Any = client
+    sender: SignalFromAnotherThread | None = None
     if scenario == "re-form":
         store = SignalOnCall(client, "get", "/gone/")
+    elif scenario == "other-thread":
+        sender = SignalFromAnotherThread()
     else:
         store = SignalOnCall(client, "add", "agent/exit/", swallow=scenario == "swallowed")
-    seconds = 20 if scenario == "re-form" else 0
+    seconds = 20 if scenario in ("re-form", "other-thread") else 0
     spec = WorkerSpec(
         role="trainer",
         local_world_size=1,
@@ -97,9 +126,9 @@ def main() -> None:
         args=("-c", f"import time; time.sleep({seconds})"),
         min_nodes=1,
         max_nodes=2,
-        monitor_interval=0.1,
+        monitor_interval=60.0 if sender is not None else 0.1,
         exit_barrier_timeout=5.0,
-        close_timeout=5.0,
+        close_timeout=1.0,  # the workers inherit the blocked SIGTERM: SIGKILL follows soon
     )
     agent = LocalElasticAgent(spec)
     peer = handler(port, run_id, "b", connect("127.0.0.1", port, timeout=5.0))
@@ -113,9 +142,11 @@ def main() -> None:
 
     if scenario == "re-form":
         threading.Thread(target=peer_joins_then_leaves, daemon=True).start()
+    if sender is not None:
+        sender.running = lambda: bool(agent._worker_pids())
     result = agent.run()
     peer.shutdown()
-    sent = store.sent_at
+    sent = sender.sent_at if sender is not None else store.sent_at
     print(
         json.dumps(
             {
