@@ -59,10 +59,8 @@ HEAVY_IN_AGENT = (
     "tpelastic.adapters.sinks.events",
     "tpelastic.adapters.sinks.metrics",
     "tpelastic.adapters.agent.report",
-    # Nor the worker and worker group machines: the agent needs their values only (in
-    # core.worker_values and core.group_values): ~1.5 ms.
-    "tpelastic.core.worker",
-    "tpelastic.core.worker_group",
+    # (The worker and worker group machines are imported once the workers run, where the
+    # node step steps the current start's group: core.node imports them only then.)
     "tpelastic.adapters.health",
     "tpelastic.adapters.timer",
 )

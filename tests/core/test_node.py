@@ -15,7 +15,9 @@ from strategies_core import agent_configs, agent_events
 from tpelastic.core import agent as ag
 from tpelastic.core import membership as mb
 from tpelastic.core import node as nd
+from tpelastic.core.group_values import WorkerFailure
 from tpelastic.core.values import Rejected
+from tpelastic.core.worker_values import WorkerState as WS
 
 MEMBER = mb.MemberConfig(heartbeat_timeout=3.0, heartbeat_interval=1.0, looks_lost=2)
 
@@ -72,7 +74,12 @@ def test_N1_a_node_step_is_membership_then_the_agent_in_order(
     state = nd.initial_node_state(node_config)
     for observation in seen:
         done = nd.node_step(state, observation, node_config)
-        assert (done.state, done.effects) == _by_hand(state, observation, node_config)
+        by_hand, effects = _by_hand(state, observation, node_config)
+        assert (done.state.agent, done.state.member, done.effects) == (
+            by_hand.agent,
+            by_hand.member,
+            effects,
+        )
         state = done.state
 
 
@@ -120,3 +127,68 @@ def test_anything_else_is_a_driver_bug() -> None:
     config = nd.NodeConfig(agent=ag.AgentConfig(max_restarts=1, min_nodes=1, max_nodes=2))
     with pytest.raises(TypeError, match="neither an agent nor a member event"):
         nd.node_step(nd.initial_node_state(config), "a look", config)
+
+
+def _running_node() -> tuple[nd.NodeState, nd.NodeConfig]:
+    """A node of a 2-node world whose round's workers (2 local ranks) just started."""
+    config = nd.NodeConfig(
+        agent=ag.AgentConfig(
+            max_restarts=3, min_nodes=1, max_nodes=2, local_world_size=2, restart_in_place=True
+        ),
+        member=MEMBER,
+    )
+    state = nd.initial_node_state(config)
+    for observation in (
+        ag.AgentStarted(now=0.0),
+        ag.RoundCompleted(now=1.0, round=0, group_rank=1, group_world_size=2, restart_count=0),
+    ):
+        state = nd.node_step(state, observation, config).state
+    assert state.group is None  # StartWorkers ordered: no group until its workers run
+    state = nd.node_step(state, nd.WorkersStarted(now=1.5, pids=(101, None)), config).state
+    assert state.group is not None and state.group.phase is WS.HEALTHY
+    assert [x.pid for x in state.group.workers] == [101, None]
+    return state, config
+
+
+def test_N4_a_worker_exit_reaches_the_agent_as_its_groups_verdict() -> None:
+    """The workers' exits step the current start's group; its GroupFailed (every failure,
+    earliest first, the observer's reason kept) is the agent's WorkersFailed."""
+    state, config = _running_node()
+    late = WorkerFailure(local_rank=0, global_rank=2, exitcode=1, signal=None, at=3.0)
+    first = WorkerFailure(
+        local_rank=1, global_rank=3, exitcode=-9, signal="SIGKILL", at=2.0, reason="timer"
+    )
+    done = nd.node_step(state, nd.WorkersExited(now=4.0, failures=(late, first)), config)
+    (taken,) = done.agent_steps
+    assert isinstance(taken.event, ag.WorkersFailed)
+    assert [(f.local_rank, f.at, f.reason) for f in taken.event.failures] == [
+        (1, 2.0, "timer"),
+        (0, 3.0, "exitcode 1"),
+    ]
+    assert done.state.agent.restart_count == 1  # restarted in place: one unit spent
+    # The restart's StopWorkers ended that group; its StartWorkers leaves none until the new
+    # start's workers run, whose group has the new restart count.
+    assert done.state.group is None
+    pids = nd.WorkersStarted(now=4.5, pids=(102, 103))
+    again = nd.node_step(done.state, pids, config).state.group
+    assert again is not None and (again.phase, again.restart_count) == (WS.HEALTHY, 1)
+    assert [x.global_rank for x in again.workers] == [2, 3]
+
+
+def test_N5_exits_of_a_stopped_start_are_no_news_and_success_is_all_workers() -> None:
+    """After StopWorkers (here: the run closed) the group is stopped and its workers' exits
+    step nothing; a clean end of every worker is the agent's WorkersSucceeded."""
+    state, config = _running_node()
+    done = nd.node_step(state, nd.WorkersExited(now=2.0), config)
+    (taken,) = done.agent_steps
+    assert isinstance(taken.event, ag.WorkersSucceeded)
+    assert done.state.group is not None and done.state.group.phase is WS.SUCCEEDED
+    state, config = _running_node()
+    looked = mb.LookDone(now=2.0, round=0, closed=("failed", "budget"))
+    stopped = nd.node_step(state, looked, config).state
+    assert stopped.group is not None and stopped.group.phase is WS.STOPPED
+    fail = WorkerFailure(local_rank=0, global_rank=2, exitcode=1, signal=None, at=2.5)
+    exited = nd.WorkersExited(now=3.0, failures=(fail,))
+    assert not nd.has_news(stopped, exited, config)
+    after = nd.node_step(stopped, exited, config)
+    assert after.state == stopped and after.effects == () and after.agent_steps == ()

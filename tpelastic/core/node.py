@@ -1,4 +1,5 @@
-"""One node's whole decision: the membership machine and the agent table, composed in one step.
+"""One node's whole decision: the membership machine, the worker group of its current start and
+the agent table, composed in one step.
 
 A driver (the product's run loop, the simulator) holds one :class:`NodeState` per node and calls
 :func:`node_step` with every observation, in the order it observed them; it carries out the
@@ -6,13 +7,22 @@ returned effects in order and decides nothing. The order inside one step (specs/
 
 1. An observation of the rendezvous beyond the node's round (``LookDone``, ``LookFailed``,
    ``KeepAliveRead``, ``JoinClosed``: :data:`tpelastic.core.membership.MEMBER_EVENTS`) steps the
-   membership machine first; each of its effects is an agent event.
+   membership machine first; each of its effects is an agent event. An observation of the
+   current start's workers (``WorkersStarted``, ``WorkersExited``: :data:`GROUP_EVENTS`) steps
+   that start's worker group (``tpelastic.core.worker_group``) instead; its verdict (a
+   ``GroupFailed``, the latest with every failure; a ``GroupSucceeded``) is the agent event
+   (``WorkersFailed``, ``WorkersSucceeded``). Exits of a start the agent already stopped are
+   no news.
 2. Each agent event, from step 1 or observed directly (worker exits, rounds completed, signals,
    timers: :data:`tpelastic.core.agent.AGENT_EVENTS`), steps the agent table, in order. The
    agent's state holds the node's view of the restart budget (the job-wide count, the
    in-place attempt, the attempts a peer's loss may still refund: the arithmetic is
    :mod:`tpelastic.core.restart_budget`), so every budget decision is one of its rows.
-3. The effects are the agent's, in order, after any ``Rejected`` of the membership machine.
+3. The effects are the agent's, in order, after any ``Rejected`` of the membership machine or
+   the group. Carrying them forward, a ``StopWorkers`` stops the current group; after a
+   ``StartWorkers`` the node has no group until ``WorkersStarted`` begins that start's
+   (``NodeState.group``; a driver that reports its workers to the agent directly, as the
+   simulator does, never has one).
 
 How to drive it::
 
@@ -39,8 +49,10 @@ from attrs import field, frozen
 
 from tpelastic.core import agent as ag
 from tpelastic.core import membership as mb
+from tpelastic.core.group_values import WorkerFailure, WorkerGroup, make_group
 from tpelastic.core.table import Step
-from tpelastic.core.values import Rejected, value_eq, value_hash, value_repr
+from tpelastic.core.values import Instant, Rejected, value_eq, value_hash, value_repr
+from tpelastic.core.worker_values import WorkerState
 
 _MEMBER_EVENTS = frozenset(mb.MEMBER_EVENTS)
 _AGENT_EVENTS = frozenset(ag.AGENT_EVENTS)
@@ -60,7 +72,8 @@ class NodeConfig:
 
 @frozen(kw_only=True)
 class NodeState:
-    """Everything one node knows: its agent (budget included) and its membership reading."""
+    """Everything one node knows: its agent (budget included), its membership reading, and
+    the worker group of its current start (None before the first)."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -68,6 +81,37 @@ class NodeState:
 
     agent: ag.AgentState
     member: mb.MemberState = field(factory=mb.MemberState)
+    group: WorkerGroup | None = None
+
+
+@frozen(kw_only=True)
+class WorkersStarted:
+    """The current start's workers run: ``pids[i]`` runs local rank ``i`` (None: unknown)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    pids: tuple[int | None, ...]
+
+
+@frozen(kw_only=True)
+class WorkersExited:
+    """What one wait for the current start's workers saw: the failed ones (earliest first),
+    or, with none, every worker exited with 0 (the wait ends at the first failure or when all
+    succeeded)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    failures: tuple[WorkerFailure, ...] = ()
+
+
+GROUP_EVENTS: tuple[type, ...] = (WorkersStarted, WorkersExited)
+"""The observations of the current start's workers, stepped through its worker group."""
 
 
 @frozen(kw_only=True)
@@ -116,13 +160,98 @@ def _agent_events(
     return read.state, events, rejected
 
 
+def _observed_at(observation: object) -> Instant:
+    at: Instant = observation.now  # type: ignore[attr-defined]  # every observation has one
+    return at
+
+
+def _group_events(
+    state: NodeState, observation: WorkersStarted | WorkersExited, config: NodeConfig
+) -> tuple[WorkerGroup | None, tuple[object, ...], tuple[object, ...]]:
+    """Step 1 for the workers' observations: the group after it, the agent events (the
+    group's verdict), the group's rejections."""
+    group, agent = state.group, state.agent
+    running = agent.phase is ag.AgentPhase.RUNNING
+    if group is None and isinstance(observation, WorkersStarted) and running:
+        # The current start's group, from the facts its StartWorkers gave the agent.
+        group = make_group(
+            role=config.agent.role,
+            local_world_size=agent.local_world_size,
+            round=agent.round,
+            restart_count=agent.restart_count,
+            group_rank=agent.group_rank,
+            group_world_size=agent.group_world_size,
+        )
+    if group is None or group.phase in (WorkerState.STOPPED, WorkerState.SUCCEEDED):
+        return group, (), ()  # workers of a start the agent already stopped: nothing to decide
+    # The machines are needed only once workers run: not imported on the way to the first.
+    from tpelastic.core import worker as w
+    from tpelastic.core import worker_group as wg
+
+    events: list[wg.GroupEventT] = []
+    if isinstance(observation, WorkersStarted):
+        events.append(wg.GroupStarted(now=observation.now, pids=observation.pids))
+    elif observation.failures:
+        for f in observation.failures:
+            code = f.exitcode if f.exitcode is not None else -1
+            exited = w.WorkerExited(now=f.at, exitcode=code, signal=f.signal, reason=f.reason)
+            events.append(wg.WorkerEvent(local_rank=f.local_rank, event=exited))
+    else:
+        clean = w.WorkerExited(now=observation.now, exitcode=0)
+        ranks = range(group.local_world_size)
+        events.extend(wg.WorkerEvent(local_rank=lr, event=clean) for lr in ranks)
+    effects: list[object] = []
+    failed: wg.GroupFailed | None = None
+    succeeded = False
+    for event in events:
+        result = wg.step(group, event)
+        group = result.state
+        for effect in result.effects:
+            if isinstance(effect, wg.GroupFailed):
+                failed = effect  # the latest is authoritative: every failure, earliest first
+            elif isinstance(effect, wg.GroupSucceeded):
+                succeeded = True
+            elif isinstance(effect, Rejected):
+                effects.append(effect)  # its phase records are not passed on: see _follow_effects
+    verdict: tuple[object, ...] = ()
+    if failed is not None:
+        verdict = (ag.WorkersFailed(now=observation.now, failures=failed.failures),)
+    elif succeeded:
+        verdict = (ag.WorkersSucceeded(now=observation.now),)
+    return group, verdict, tuple(effects)
+
+
+def _follow_effects(
+    group: WorkerGroup | None, effects: tuple[object, ...], now: Instant
+) -> WorkerGroup | None:
+    """Step 3 for the worker group: a ``StopWorkers`` stops the group (its workers' later
+    exits are then no news); after a ``StartWorkers`` the node has no group until that start's
+    workers are reported running (``WorkersStarted``)."""
+    for effect in effects:
+        if isinstance(effect, ag.StopWorkers) and group is not None:
+            if group.phase not in (WorkerState.STOPPED, WorkerState.SUCCEEDED):
+                from tpelastic.core import worker_group as wg
+
+                # The group's own phase records are not passed on: the agent step that
+                # ordered the stop is recorded already, and the group is in the node's state.
+                group = wg.step(group, wg.GroupStopped(now=now, reason=effect.reason)).state
+        elif isinstance(effect, ag.StartWorkers):
+            group = None
+    return group
+
+
 def node_step(state: NodeState, observation: object, config: NodeConfig) -> NodeStep:
     """Decide what the node does after one observation (see the module docstring for the order).
 
     Raises:
-        TypeError: ``observation`` is neither an agent nor a membership event (a driver bug).
+        TypeError: ``observation`` is none of an agent, a membership or a worker observation
+            (a driver bug).
     """
-    member, events, effects = _agent_events(state, observation, config)
+    member, group = state.member, state.group
+    if isinstance(observation, (WorkersStarted, WorkersExited)):
+        group, events, effects = _group_events(state, observation, config)
+    else:
+        member, events, effects = _agent_events(state, observation, config)
     agent = state.agent
     taken: list[AgentStepTaken] = []
     for event in events:
@@ -130,23 +259,29 @@ def node_step(state: NodeState, observation: object, config: NodeConfig) -> Node
         taken.append(AgentStepTaken(before=agent, event=event, result=result))
         agent = result.state
         effects += result.effects
-    return NodeStep(
-        state=NodeState(agent=agent, member=member), effects=effects, agent_steps=tuple(taken)
-    )
+    now = _observed_at(observation)
+    group = _follow_effects(group, effects, now)
+    new = NodeState(agent=agent, member=member, group=group)
+    return NodeStep(state=new, effects=effects, agent_steps=tuple(taken))
 
 
 def has_news(state: NodeState, observation: object, config: NodeConfig) -> bool:
     """Would ``observation`` reach the agent (an agent event, or a membership observation that
     means one)? A quiet look, a failed look short of ``looks_lost`` or a keep-alive that holds
     only updates the membership reading."""
+    if isinstance(observation, (WorkersStarted, WorkersExited)):
+        return bool(_group_events(state, observation, config)[1])
     return bool(_agent_events(state, observation, config)[1])
 
 
 __all__ = [
+    "GROUP_EVENTS",
     "AgentStepTaken",
     "NodeConfig",
     "NodeState",
     "NodeStep",
+    "WorkersExited",
+    "WorkersStarted",
     "has_news",
     "initial_node_state",
     "node_step",

@@ -26,19 +26,20 @@ from tpelastic.core.worker_values import Worker, WorkerState
 
 @frozen(kw_only=True)
 class WorkerStarted:
-    """The worker's process is running with this pid."""
+    """The worker's process is running with this pid (None: the agent cannot tell its pid)."""
 
     __repr__ = value_repr
     __eq__ = value_eq
     __hash__ = value_hash
 
     now: Instant
-    pid: int = field(validator=validators.ge(1))
+    pid: int | None = field(validator=validators.optional(validators.ge(1)))
 
 
 @frozen(kw_only=True)
 class WorkerExited:
-    """The worker's process exited with ``exitcode`` (and ``signal`` if a signal ended it)."""
+    """The worker's process exited with ``exitcode`` (and ``signal`` if a signal ended it);
+    ``reason`` is what the observer knows of why (its message, a timer that killed it)."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -47,6 +48,7 @@ class WorkerExited:
     now: Instant
     exitcode: int
     signal: str | None = None
+    reason: str = ""
 
 
 @frozen(kw_only=True)
@@ -128,7 +130,8 @@ def record_start(state: Worker, event: WorkerStarted, config: object) -> Out:
 
 
 def record_exit(state: Worker, event: WorkerExited, config: object) -> Out:
-    return evolve(state, exitcode=event.exitcode, signal=event.signal, ended_at=event.now), ()
+    exited = evolve(state, exitcode=event.exitcode, signal=event.signal, ended_at=event.now)
+    return evolve(exited, reason=event.reason or None), ()
 
 
 def record_stall(state: Worker, event: ProgressStalled, config: object) -> Out:

@@ -53,14 +53,15 @@ class WorkerEvent:
 
 @frozen(kw_only=True)
 class GroupStarted:
-    """The whole group was started at once: ``pids[i]`` runs local rank ``i``."""
+    """The whole group was started at once: ``pids[i]`` runs local rank ``i`` (None: the agent
+    cannot tell that pid)."""
 
     __repr__ = value_repr
     __eq__ = value_eq
     __hash__ = value_hash
 
     now: Instant
-    pids: tuple[int, ...]
+    pids: tuple[int | None, ...]
 
 
 @frozen(kw_only=True)
@@ -114,7 +115,7 @@ def failures(group: WorkerGroup) -> tuple[WorkerFailure, ...]:
             exitcode=x.exitcode,
             signal=x.signal,
             at=x.ended_at if x.ended_at is not None else float("-inf"),
-            reason=f"exitcode {x.exitcode}" + (f" ({x.signal})" if x.signal else ""),
+            reason=x.reason or f"exitcode {x.exitcode}" + (f" ({x.signal})" if x.signal else ""),
         )
         for x in group.workers
         if x.phase is WS.FAILED
@@ -157,9 +158,10 @@ def _lands_in(target: WorkerState) -> Guard:
 
 
 def pids_fit(state: WorkerGroup, event: GroupStarted, config: object) -> bool:
-    """Is every worker fresh, with exactly one positive pid per local rank?"""
+    """Is every worker fresh, with exactly one pid (positive, or None: unknown) per local rank?"""
     fresh = all(x.phase is WS.INIT for x in state.workers)
-    return fresh and len(event.pids) == state.local_world_size and all(p > 0 for p in event.pids)
+    known = all(p is None or p > 0 for p in event.pids)
+    return fresh and len(event.pids) == state.local_world_size and known
 
 
 # -- actions -----------------------------------------------------------------------------------

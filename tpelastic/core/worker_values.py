@@ -80,6 +80,8 @@ class Worker:
     stalled_since: Instant | None = field(default=None, kw_only=True)
     # when the exit or stop was observed
     ended_at: Instant | None = field(default=None, kw_only=True)
+    # why the process ended badly, as its observer put it (None: only the exit status is known)
+    reason: str | None = field(default=None, kw_only=True)
 
     @property
     def id(self) -> int | None:

@@ -41,6 +41,7 @@ from tpelastic.adapters.rendezvous import errors as rz
 from tpelastic.adapters.workers.api import ProcessFailure
 from tpelastic.core import agent as core
 from tpelastic.core import membership as members
+from tpelastic.core import node as composed
 from tpelastic.core.agent.events import RendezvousFailureKind
 from tpelastic.core.group_values import WorkerGroup, make_group
 from tpelastic.core.values import Emit, Rejected
@@ -226,6 +227,7 @@ class WorkerEffects:
         membership: Membership,
         observers: Observers,
         clock: Clock,
+        inbox: Inbox,
         record: RunRecord,
         in_place: InPlaceEffects,
         watching: RoundWatching,
@@ -236,7 +238,7 @@ class WorkerEffects:
         pids: Callable[[], dict[int, int]],
     ) -> None:
         self._spec, self._membership, self._obs = spec, membership, observers
-        self._clock, self._record = clock, record
+        self._clock, self._inbox, self._record = clock, inbox, record
         self._in_place, self._watching, self._pumps = in_place, watching, pumps
         self._start, self._stop, self._pids = start, stop, pids
         self.waiting: EndpointWait | None = None
@@ -309,6 +311,10 @@ class WorkerEffects:
         )
         label = attempt_name(effect.round, effect.attempt)
         self._start(envs, label)
+        pids = self._pids()
+        started = tuple(pids.get(lr) for lr in range(spec.local_world_size))
+        # Before the pump starts: the group is started before any exit of its is stepped.
+        self._inbox.put(composed.WorkersStarted(now=self._clock.now(), pids=started))
         self._pumps.start(label)
         self._watching.watch(label)
 

@@ -215,6 +215,7 @@ class SimpleElasticAgent(ElasticAgent):
             membership,
             self._obs,
             clock,
+            self._inbox,
             self._record,
             in_place,
             self._watching,
@@ -614,7 +615,9 @@ class SimpleElasticAgent(ElasticAgent):
             return False
         return self._membership.can_wait_for_change()
 
-    def _workers_ended(self, result: RunProcsResult, now: float) -> Any:
+    def _workers_ended(self, result: RunProcsResult, now: float) -> composed.WorkersExited:
+        """What the workers' wait saw: every worker exited with 0, or the failed ones (the
+        node's worker group, then the agent, decide what that means)."""
         joined = self._membership.joined
         assert joined is not None
         rank, size = joined.facts.group_rank, self._spec.local_world_size
@@ -622,7 +625,7 @@ class SimpleElasticAgent(ElasticAgent):
             values = {rank * size + lr: v for lr, v in result.return_values.items()}
             self._record.return_values = values
             publish.workers(SUCCEEDED=size)
-            return core.WorkersSucceeded(now=now)
+            return composed.WorkersExited(now=now)
         from tpelastic.adapters.agent import report
 
         self._record.failures = report.by_global_rank(
@@ -644,7 +647,7 @@ class SimpleElasticAgent(ElasticAgent):
         publish.failed(failures, timed_out=set(timed_out), local_world_size=size)
         for failure in failures:
             log.warning("worker rank %d failed: %s", failure.global_rank, failure.reason)
-        return core.WorkersFailed(now=now, failures=failures)
+        return composed.WorkersExited(now=now, failures=failures)
 
     def _look(self, now: float, *, running: bool) -> Any | None:
         """One look at the rendezvous: the observation when it is news for the agent (fed to
