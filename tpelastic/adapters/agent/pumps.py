@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
+from tpelastic.core.node import WorkersStarted
+
 if TYPE_CHECKING:
     from tpelastic.adapters.agent.round_watch import RoundWatcher
     from tpelastic.adapters.workers.api import RunProcsResult
@@ -124,7 +126,8 @@ class JoinEnded:
     started: float
 
 
-_PUMPED = (WorkersEnded, WorkerWaitFailed, RoundChanged, JoinEnded)
+# What is not an effect's outcome: pumps' observations, and the start of workers (a fact).
+_PUMPED = (WorkersEnded, WorkerWaitFailed, RoundChanged, JoinEnded, WorkersStarted)
 
 
 class WorkerExitPump:
