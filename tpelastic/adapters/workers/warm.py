@@ -315,6 +315,7 @@ class WarmPool:
         self._spares: dict[int, list[Spare]] = {}
         self._pending: dict[int, int] = {}  # spares being made, per rank
         self._closed = False
+        self._ranks_started: set[int] = set()
         self.started = 0  # spares made
         self.used = 0  # workers started from one
 
@@ -327,11 +328,22 @@ class WarmPool:
         self, local_rank: int, plan: WarmPlan, env: Mapping[str, str], cwd: str
     ) -> Spare | None:
         """The oldest spare that may become this worker, removed from the pool; None if there
-        is none. Spares that may not (another environment, a failed import) are discarded."""
+        is none. Spares that may not (another environment, a failed import) are discarded.
+
+        A rank's first start takes only a spare that has imported: it would otherwise wait
+        for an import a plain start might not make (a job that does not import tensorplay);
+        the spare stays for the next start. Later starts take one still importing."""
+        with self._lock:
+            first = local_rank not in self._ranks_started
+            self._ranks_started.add(local_rank)
         while True:
             with self._lock:
                 queue = self._spares.get(local_rank, [])
-                spare = queue.pop(0) if queue else None
+                spare = queue[0] if queue else None
+                if spare is not None and first and spare.report() is not True:
+                    return None  # kept, unless it failed: discarded by a later start
+                if spare is not None:
+                    queue.pop(0)
             if spare is None:
                 return None
             why = refusal(spare.plan, spare.env, plan, env) or (
