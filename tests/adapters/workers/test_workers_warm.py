@@ -209,6 +209,8 @@ def test_switches() -> None:
     assert not warm.enabled({warm.ENABLE_ENV: "0"}) and not warm.enabled({warm.ENABLE_ENV: "off"})
     assert warm.imports_from_env({}) == ("tensorplay",)
     assert warm.imports_from_env({warm.IMPORTS_ENV: "numpy, tensorplay"}) == ("numpy", "tensorplay")
+    assert warm.depth_from_env({}) == 2 and warm.depth_from_env({warm.DEPTH_ENV: "1"}) == 1
+    assert warm.depth_from_env({warm.DEPTH_ENV: "0"}) == 2  # at least one: else it is off
 
 
 # -- real processes -------------------------------------------------------------------------
