@@ -248,20 +248,32 @@ def our_agent(host: Host, index: int, record: dict[str, Any]) -> None:
             _victim(host, raw, done.result, node, keep, record)
             return
         reason = _watch(host, raw, again, done.result, node, record)
-        _our_rejoin(raw, again, node, done.result.round_no, reason, record)
+        _our_rejoin(raw, again, node, done.result, reason, record)
     finally:
         record["hb_ops"] = beat_store.total()
         keep.stop(0.5)
 
 
 def _our_rejoin(
-    raw: Any, config: Any, node: str, from_round: int | None, reason: str, record: dict[str, Any]
+    raw: Any, config: Any, node: str, held: Any, reason: str, record: dict[str, Any]
 ) -> None:
+    """Rejoin from ``held``, the round this agent completed with (as the handler does), or
+    join as a newcomer (None)."""
     from tpelastic.adapters.rendezvous.driver import run_join
+
+    from_round = held.round_no if held is not None else None
 
     joined = CountingStore(raw)
     record["t_call1"] = time.monotonic()
-    done = run_join(joined, config, run_id=RUN_ID, node=node, from_round=from_round, reason=reason)
+    done = run_join(
+        joined,
+        config,
+        run_id=RUN_ID,
+        node=node,
+        from_round=from_round,
+        reason=reason,
+        held=held,
+    )
     record["t_done1"] = time.monotonic()
     record.update(rank1=done.rank, world1=done.result.world_size, ops1=dict(joined.counts))
     record["round1"] = done.result.round_no

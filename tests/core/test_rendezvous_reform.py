@@ -16,6 +16,7 @@ from tpelastic.core.rendezvous import join, membership
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.ops import (
+    Get,
     JoinSucceeded,
     OpsDone,
     StoreOps,
@@ -55,13 +56,16 @@ class Run:
     completed: dict[str, RoundResult]
     requests: dict[str, int]  # store requests (batches and waits) per node until it completed
     confirmed_before_publish: bool
+    reads: dict[str, list[str]]  # the keys each node read and found present
 
 
 def _world(n: int) -> RoundResult:
     return RoundResult(round_no=0, participants=tuple(NodeInfo(node=f"n{i}") for i in range(n)))
 
 
-def _run(n: int, gone: int, crash: bool, silent: int | None, order: list[int]) -> Run:
+def _run(
+    n: int, gone: int, crash: bool, silent: int | None, order: list[int], held: bool = False
+) -> Run:
     """Round 0 of ``n``; rank ``gone`` leaves (or dies, found by its predecessor); the rank
     ``silent`` (if any) dies unnoticed; the others join from round 0 in ``order``."""
     world = _world(n)
@@ -78,10 +82,18 @@ def _run(n: int, gone: int, crash: bool, silent: int | None, order: list[int]) -
     states: dict[str, JoinState] = {}
     effects: dict[str, object] = {}
     for node in live:
-        event = JoinRequested(run_id="run", node=node, now=now, from_round=0, reason="rejoin")
+        event = JoinRequested(
+            run_id="run",
+            node=node,
+            now=now,
+            from_round=0,
+            reason="rejoin",
+            held=world if held else None,
+        )
         step = join.step(JoinState(), event, CONFIG)
         states[node], effects[node] = step.state, step.effects[-1]
     requests = dict.fromkeys(live, 1)
+    reads: dict[str, list[str]] = {node: [] for node in live}
     completed: dict[str, RoundResult] = {}
     confirmed: set[str] = set()
     ok_order = True
@@ -107,7 +119,11 @@ def _run(n: int, gone: int, crash: bool, silent: int | None, order: list[int]) -
         effect, state = effects[node], states[node]
         if isinstance(effect, StoreOps):
             had = set(store)
-            event: object = OpsDone(replies=run_ops(effect.ops, store), now=now)
+            replies = run_ops(effect.ops, store)
+            event: object = OpsDone(replies=replies, now=now)
+            for op, reply in zip(effect.ops, replies, strict=True):
+                if isinstance(op, Get) and isinstance(reply, bytes):
+                    reads[node].append(op.key)
             if state.phase is JoinPhase.CONFIRMING:
                 confirmed.add(node)
             result_key = KEYS.result(1)
@@ -130,7 +146,7 @@ def _run(n: int, gone: int, crash: bool, silent: int | None, order: list[int]) -
             effects[node] = step.effects[-1]
             requests[node] += 1
     results = {r: decode_result(store[KEYS.result(r)]) for r in range(3) if KEYS.result(r) in store}
-    return Run(results, completed, requests, ok_order)
+    return Run(results, completed, requests, ok_order, reads)
 
 
 def _scenario(silent: bool) -> st.SearchStrategy[tuple[int, int, bool, int | None, list[int]]]:
@@ -157,7 +173,8 @@ def test_R21_survivors_confirm_the_proposal_and_keep_their_ranks(
     scenario: tuple[int, int, bool, int | None, list[int]],
 ) -> None:
     n, gone, crash, _, order = scenario
-    run = _run(n, gone, crash, None, order)
+    held = bool(order) and order[0] % 2 == 0
+    run = _run(n, gone, crash, None, order, held)
     world = _world(n)
     survivors = [p.node for r, p in enumerate(world.participants) if r != gone]
     reformed = run.results[1]
@@ -174,6 +191,11 @@ def test_R21_survivors_confirm_the_proposal_and_keep_their_ranks(
     assert max(run.requests.values()) <= 4, run.requests
     assert set(run.completed) == set(survivors)
     assert all(result == reformed for result in run.completed.values())
+    # No survivor reads an O(N) record: not the new result (it rebuilds it from the proposal
+    # and the few-byte formed record), nor the old one when it holds it.
+    for keys_read in run.reads.values():
+        assert KEYS.result(1) not in keys_read
+        assert not held or KEYS.result(0) not in keys_read
     _check_ranks(run)
 
 

@@ -50,7 +50,7 @@ from tpelastic.core.rendezvous.ops import (
     StoreWait,
     WaitEnded,
 )
-from tpelastic.core.rendezvous.records import StateCorrupt
+from tpelastic.core.rendezvous.records import RoundResult, StateCorrupt
 from tpelastic.core.rendezvous.state import JoinRequested, JoinState
 from tpelastic.core.values import Emit, Rejected
 
@@ -125,6 +125,7 @@ def run_join(
     reconnect_delay: float = 1.0,
     attempt: int = 0,
     record_step: JoinStepRecorder | None = None,
+    held: RoundResult | None = None,
 ) -> JoinSucceeded:
     """Join the run's forming round and block until it completes; return this node's rank in it.
 
@@ -135,6 +136,8 @@ def run_join(
     dead, so it re-forms its world instead of resuming it). ``attempt`` is the highest in-place
     attempt of ``from_round`` this node ran or saw opened (the next round's count carries it).
     ``record_step`` is called with every step of the join machine (for the ``rdzv.step`` events).
+    ``held`` is the result of ``from_round`` this node completed with: a survivor confirming a
+    proposed round then reads no O(N) record at all.
 
     Raises:
         RendezvousClosedError: the run is closed.
@@ -153,6 +156,7 @@ def run_join(
         from_round=from_round,
         reason=reason,
         attempt=attempt,
+        held=held,
     )
     retry, retry_config = join_retry.RetryState(), join_retry.JoinRetryConfig(delay=reconnect_delay)
     with store_errors_as_rendezvous_errors(context):

@@ -298,6 +298,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
             node=self.node_id,
             addr=self._local_addr or "",
             from_round=previous.result.round_no if previous else None,
+            held=previous.result if previous else None,
             reason=reason,
             # The attempts spent in our last round: its closer carries them into the new count.
             attempt=self._spent_attempts(charged_attempt),

@@ -65,7 +65,10 @@ def _locate(state: JoinState, event: JoinRequested, config: RendezvousConfig) ->
 
 
 def _check_reform(state: JoinState, event: JoinRequested, config: RendezvousConfig) -> Result:
-    new = evolve(_fresh(event, config), may_resume=True)
+    held = event.held
+    if held is not None and held.round_no != event.from_round:
+        held = None
+    new = evolve(_fresh(event, config), may_resume=True, previous=held)
     return new, (StoreOps(reform.check_ops(new)),)
 
 
@@ -176,6 +179,9 @@ def _arrive_at(state: JoinState, round_no: int, previous: RoundResult | None) ->
         declared_dead=(),
         liveness=LivenessTracker(),
         draft=None,
+        proposal=None,
+        void_at=None,
+        reading_digest=False,
     )
     return new, (StoreOps((Add(new.keys.arrivals(round_no), 1),)),)
 
@@ -204,7 +210,9 @@ def _register_slot(state: JoinState, slot: int) -> Result:
 def _follow(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
     until = event.now + config.takeover_delay
     new = evolve(state, follow_until=until)
-    wait = StoreWait((state.keys.result(state.round_no),), min(until, state.deadline))
+    # A survivor that confirmed a proposal waits for its few-byte formed record instead.
+    key = state.keys.formed if state.proposal is not None else state.keys.result
+    wait = StoreWait((key(state.round_no),), min(until, state.deadline))
     return new, (wait,)
 
 
@@ -245,11 +253,18 @@ def _publish(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Resu
 
 
 def _announce(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    return state, (StoreOps((Add(state.keys.published_rounds(), 1),)),)
+    assert state.draft is not None
+    formed = reform.formed_ops(state, state.draft)
+    return state, (StoreOps((*formed, Add(state.keys.published_rounds(), 1))),)
 
 
 def _read_result(state: JoinState, event: object, config: RendezvousConfig) -> Result:
-    return state, (StoreOps((Get(state.keys.result(state.round_no)),)),)
+    if state.proposal is not None and isinstance(event, WaitEnded):
+        # Woken by the formed record (``_follow``): read it, not the O(N) result.
+        new = evolve(state, reading_digest=True)
+        return new, (StoreOps((Get(state.keys.formed(state.round_no)),)),)
+    new = evolve(state, reading_digest=False) if state.reading_digest else state
+    return new, (StoreOps((Get(state.keys.result(state.round_no)),)),)
 
 
 def _complete(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:

@@ -42,7 +42,7 @@ status = reading.once_per_step(reform.read_status)
 reform_check = reading.once_per_step(reform.read_check)
 confirmation = reading.once_per_step(_without_config(reform.read_confirm))
 collection = reading.once_per_step(reading.read_collection)
-result_verdict = reading.once_per_step(_without_config(reading.read_result))
+result_verdict = reading.once_per_step(_without_config(reform.read_any_result))
 
 
 # --- guards: one line of prose each ------------------------------------------------------------

@@ -76,6 +76,12 @@ class RunKeys:
         """Counter: how many survivors named by the proposal have stopped their old world."""
         return f"{self.round_prefix(round_no)}/confirmed"
 
+    def formed(self, round_no: int) -> str:
+        """Set by the node that published a proposed round (or gave it up): who published it
+        and what it holds, in a few bytes, so survivors build the round from the proposal
+        instead of reading the O(N) result."""
+        return f"{self.round_prefix(round_no)}/formed"
+
     def failures(self, round_no: int) -> str:
         """Counter of worker failures reported for this round (one budget unit if any)."""
         return f"{self.round_prefix(round_no)}/failures"

@@ -115,6 +115,23 @@ class ProposalRecord:
 
 
 @frozen(kw_only=True)
+class FormedRecord:
+    """What the published result of a proposed round holds, for survivors that rebuild it
+    from the proposal: its closer, the attempt carried, and (to check the rebuild) its size and
+    restart count; ``void`` when the round was given up."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    closer: str
+    attempt: int = field(default=0, validator=_nonneg)
+    size: int = field(default=0, validator=_nonneg)
+    restart_count: int = field(default=0, validator=_nonneg)
+    void: bool = False
+
+
+@frozen(kw_only=True)
 class ClosedRecord:
     """Why the rendezvous closed: a terminal outcome of the whole job."""
 
@@ -314,3 +331,30 @@ def decode_counter(raw: bytes | None) -> int:
     if value < 0:
         raise StateCorrupt(f"a counter below 0: {value}")
     return value
+
+
+def encode_formed(record: FormedRecord) -> bytes:
+    return _dump(
+        "formed",
+        {
+            "closer": record.closer,
+            "attempt": record.attempt,
+            "size": record.size,
+            "restart_count": record.restart_count,
+            "void": record.void,
+        },
+    )
+
+
+def decode_formed(raw: bytes) -> FormedRecord:
+    data = _load(raw, "formed")
+    try:
+        return FormedRecord(
+            closer=_text(data, "closer", MAX_NAME_CHARS),
+            attempt=_field(data, "attempt", int),
+            size=_field(data, "size", int),
+            restart_count=_field(data, "restart_count", int),
+            void=_field(data, "void", bool),
+        )
+    except ValueError as error:
+        raise StateCorrupt(str(error)) from error

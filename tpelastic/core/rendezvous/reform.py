@@ -27,17 +27,20 @@ from attrs import evolve
 
 from tpelastic.core.rendezvous import reading
 from tpelastic.core.rendezvous.config import RendezvousConfig
-from tpelastic.core.rendezvous.ops import Add, Get, Op, OpsDone
+from tpelastic.core.rendezvous.ops import Add, Get, Op, OpsDone, Set
 from tpelastic.core.rendezvous.ranks import assign_ranks
 from tpelastic.core.rendezvous.reading import Verdict, _bytes
 from tpelastic.core.rendezvous.records import (
+    FormedRecord,
     NodeInfo,
     ProposalRecord,
     RoundResult,
     StateCorrupt,
     decode_closed,
+    decode_formed,
     decode_proposal,
     decode_result,
+    encode_formed,
 )
 from tpelastic.core.rendezvous.state import JoinState
 
@@ -46,13 +49,20 @@ from tpelastic.core.rendezvous.state import JoinState
 CONFIRMING_REASONS = frozenset({"rejoin", "membership"})
 
 
+def _holds_base(state: JoinState) -> bool:
+    """The join was handed the result of the round it comes from (``JoinRequested.held``)."""
+    return state.previous is not None and state.previous.round_no == state.from_round
+
+
 def check_ops(state: JoinState) -> tuple[Op, ...]:
-    """One batch: closed, result R (the round it comes from), the proposal and result of R+1."""
+    """One batch: closed, result R (the round it comes from, unless the node holds it), the
+    proposal and the result of R+1."""
     keys = state.keys
     base = state.from_round or 0
+    held = () if _holds_base(state) else (Get(keys.result(base)),)
     return (
         Get(keys.closed()),
-        Get(keys.result(base)),
+        *held,
         Get(keys.proposal(base + 1)),
         Get(keys.result(base + 1)),
     )
@@ -78,15 +88,20 @@ def read_check(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Ve
     keys = state.keys
     key = keys.closed()
     try:
-        closed, previous_raw, proposal_raw, current = (_bytes(r) for r in event.replies)
+        raws = [_bytes(r) for r in event.replies]
+        closed, proposal_raw, current = raws[0], raws[-2], raws[-1]
         if closed is not None:
             return Verdict(kind="closed", detail=decode_closed(closed).reason or "closed")
         if current is not None:
             return Verdict(kind="decided", state=evolve(state, round_no=base + 1))
-        if previous_raw is None or proposal_raw is None:
+        previous = state.previous if _holds_base(state) else None
+        if previous is None:
+            if raws[1] is None or proposal_raw is None:
+                return Verdict(kind="locate")
+            key = keys.result(base)
+            previous = decode_result(raws[1])
+        if proposal_raw is None:
             return Verdict(kind="locate")
-        key = keys.result(base)
-        previous = decode_result(previous_raw)
         key = keys.proposal(base + 1)
         proposal = decode_proposal(proposal_raw)
     except (StateCorrupt, ValueError) as error:
@@ -190,3 +205,63 @@ def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> V
     until = min(void_at, state.deadline)
     wait_keys = (state.keys.result(state.round_no),)
     return Verdict(kind="wait", state=new, wait_keys=wait_keys, wait_until=until)
+
+
+def formed_ops(state: JoinState, draft: RoundResult) -> tuple[Op, ...]:
+    """After winning the publish of a proposed round (or its void): the few bytes survivors
+    rebuild it from. Nothing for a round formed the usual way."""
+    if state.proposal is None and not draft.void:
+        return ()
+    record = FormedRecord(
+        closer=draft.closer,
+        attempt=max((p.prev_attempt for p in draft.participants), default=0),
+        size=draft.world_size,
+        restart_count=draft.restart_count,
+        void=draft.void,
+    )
+    return (Set(state.keys.formed(state.round_no), encode_formed(record)),)
+
+
+def read_formed(state: JoinState, event: OpsDone) -> Verdict:
+    """The reply to ``Get(formed)`` for a survivor that confirmed: the round rebuilt from the
+    proposal it holds (``mine``), or, void, ``not_mine`` (it moves on as a member of it)."""
+    assert state.previous is not None and state.proposal is not None
+    key = state.keys.formed(state.round_no)
+    try:
+        raw = _bytes(event.replies[0])
+        if raw is None:
+            raise StateCorrupt(f"round {state.round_no}'s formed record vanished after it was set")
+        record = decode_formed(raw)
+    except (StateCorrupt, ValueError) as error:
+        return Verdict(kind="corrupt", detail=f"corrupt rendezvous state at {key!r}: {error}")
+    result = rebuilt(state.previous, state.proposal, record)
+    if result.world_size != record.size or result.restart_count != record.restart_count:
+        detail = f"corrupt rendezvous state at {key!r}: it does not match the proposal"
+        return Verdict(kind="corrupt", detail=detail)
+    if result.void or result.rank_of(state.node.node) is None:
+        return Verdict(kind="not_mine", result=result)
+    return Verdict(kind="mine", result=result)
+
+
+# The last rebuild: every survivor of a process (the simulator's, the benchmark's threads)
+# rebuilds the same O(N) round from the same values; kept with its inputs, compared by identity.
+_LAST_REBUILD: list[tuple[RoundResult, ProposalRecord, FormedRecord, RoundResult] | None] = [None]
+
+
+def rebuilt(previous: RoundResult, proposal: ProposalRecord, record: FormedRecord) -> RoundResult:
+    entry = _LAST_REBUILD[0]  # read once: another thread may replace it meanwhile
+    if entry is not None and entry[0] is previous and entry[1] == proposal and entry[2] == record:
+        return entry[3]
+    result = reformed(
+        previous, proposal, closer=record.closer, attempt=record.attempt, void=record.void
+    )
+    _LAST_REBUILD[0] = (previous, proposal, record, result)
+    return result
+
+
+def read_any_result(state: JoinState, event: OpsDone) -> Verdict:
+    """:func:`reading.read_result`, or :func:`read_formed` when the read was of the formed
+    record."""
+    if state.reading_digest:
+        return read_formed(state, event)
+    return reading.read_result(state, event)

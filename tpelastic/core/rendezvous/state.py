@@ -104,6 +104,8 @@ class JoinState:
     # When a closer that found this round proposed stops waiting for the survivors' result and
     # publishes the round void (None: it has not seen the proposal yet).
     void_at: Instant | None = None
+    # The read in flight is of the proposed round's small ``formed`` record, not its result.
+    reading_digest: bool = False
 
     @property
     def is_closer(self) -> bool:
@@ -140,6 +142,9 @@ class JoinRequested:
     deadline: Instant | None = None
     heartbeats_held: bool = True
     attempt: int = field(default=0, validator=_nonneg)
+    # The result of ``from_round`` this node holds (it completed with it), which a survivor
+    # then need not read again; None: read it from the store.
+    held: RoundResult | None = None
 
 
 # Phases in which a join holds no slot yet: a retry from there simply joins again.
