@@ -99,6 +99,14 @@ ROWS = (
         action="publish_reformed",
         note="its add completed the count: publish the round (offers race safely)",
     ),
+    R(
+        src=P.CONFIRMING,
+        on=OpsDone,
+        dst=P.GATHERING,
+        guard="first_to_confirm",
+        action="gather",
+        note="the first one watches the others, as a closer: gone or dead, it gives up",
+    ),
     R(src=P.CONFIRMING, on=OpsDone, dst=P.FOLLOWING, action="follow"),
     R(src=P.RESUMING, on=OpsDone, dst=P.CLOSED, guard="resume_closed", action="fail_closed_resume"),
     R(

@@ -131,6 +131,7 @@ GUARDS: dict[str, Guard] = {
     "reform_decided": _verdict_is(reform_check, "decided"),
     "proposal_names_me": _verdict_is(reform_check, "confirm"),
     "last_to_confirm": _verdict_is(confirmation, "last"),
+    "first_to_confirm": _verdict_is(confirmation, "first"),
     "proposal_stalled": _verdict_is(status, "void"),
     "retrying": _retrying,
     "probe_finds_member": _probe_finds_member,

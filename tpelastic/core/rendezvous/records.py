@@ -125,6 +125,8 @@ class FormedRecord:
     __hash__ = value_hash
 
     closer: str
+    # Ranks the round left out beyond the proposal's gone (a void round's lost survivors).
+    lost: tuple[int, ...] = ()
     attempt: int = field(default=0, validator=_nonneg)
     size: int = field(default=0, validator=_nonneg)
     restart_count: int = field(default=0, validator=_nonneg)
@@ -338,6 +340,7 @@ def encode_formed(record: FormedRecord) -> bytes:
         "formed",
         {
             "closer": record.closer,
+            "lost": list(record.lost),
             "attempt": record.attempt,
             "size": record.size,
             "restart_count": record.restart_count,
@@ -348,9 +351,15 @@ def encode_formed(record: FormedRecord) -> bytes:
 
 def decode_formed(raw: bytes) -> FormedRecord:
     data = _load(raw, "formed")
+    lost = data.get("lost")
+    if not isinstance(lost, list) or not all(
+        isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in lost
+    ):
+        raise StateCorrupt(f"field 'lost' should be a list of ranks, found {lost!r}")
     try:
         return FormedRecord(
             closer=_text(data, "closer", MAX_NAME_CHARS),
+            lost=tuple(lost),
             attempt=_field(data, "attempt", int),
             size=_field(data, "size", int),
             restart_count=_field(data, "restart_count", int),

@@ -128,9 +128,12 @@ def confirm_ops(state: JoinState) -> tuple[Op, ...]:
 
 def read_confirm(state: JoinState, event: OpsDone) -> Verdict:
     """The reply to :func:`confirm_ops`: ``last`` (this add completed the count: publish the
-    round, ``result`` holds it) or ``follow``."""
+    round, ``result`` holds it), ``first`` (it watches the others, as a closer) or
+    ``follow``."""
     assert state.previous is not None and state.proposal is not None
     count = event.replies[0]
+    if isinstance(count, int) and count == 1 < survivors(state.previous, state.proposal):
+        return Verdict(kind="first")
     if isinstance(count, int) and count == survivors(state.previous, state.proposal):
         # Members run their round's newest attempt (R17): the last one's carries it, should
         # the proposer have known only an older one.
@@ -176,9 +179,11 @@ def reformed(
 
 def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Verdict:
     """:func:`reading.read_status`, and when round ``state.round_no`` was proposed (the last
-    reply of ``status_ops``) the closer neither collects nor publishes it: it waits for the
-    survivors' result up to ``takeover_delay`` of its own clock, then gives the round up
-    (``void``, ``result`` holding the void round)."""
+    reply of ``status_ops``) the closer neither collects nor publishes it: it watches the
+    survivors the proposal names. One that can no longer confirm (marked gone, found dead, or
+    joining the usual way) gives the round up at once; so does ``takeover_delay`` of the
+    closer's own clock without a result. ``void`` then carries the void round (``result``);
+    else it waits on the result, looking again every heartbeat interval."""
     verdict = reading.read_status(state, event, config)
     if verdict.kind not in ("close", "wait", "timeout") or state.previous is None:
         return verdict
@@ -188,21 +193,37 @@ def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> V
         proposal = decode_proposal(raw) if raw is not None else None
     except (StateCorrupt, ValueError) as error:
         return Verdict(kind="corrupt", detail=f"corrupt rendezvous state at {key!r}: {error}")
-    if proposal is None or not usable(proposal, state.previous, config):
+    previous = state.previous
+    if proposal is None or not usable(proposal, previous, config):
         return verdict
     new = verdict.state or state
     now = event.now
     void_at = new.void_at if new.void_at is not None else now + config.takeover_delay
-    new = evolve(new, void_at=void_at)
-    if now >= void_at:
+    new = evolve(new, void_at=void_at, proposal=proposal)
+    mine = previous.rank_of(state.node.node)
+    pending = set(new.pending or ())
+    lost = tuple(
+        rank
+        for rank in range(previous.world_size)
+        if rank not in proposal.gone and rank != mine and rank not in pending
+    )
+    if lost or now >= void_at:
+        # The void round's members are those that may still come: the next round's closer
+        # waits for them. Fewer than min_nodes: keep them all (the closer judges them).
+        kept = survivors(previous, proposal) - len(lost)
+        gone = proposal.gone + lost if kept >= config.min_nodes else proposal.gone
         attempt = max(proposal.attempt, state.node.prev_attempt)
         void = reformed(
-            state.previous, proposal, closer=state.node.node, attempt=attempt, void=True
+            previous,
+            evolve(proposal, gone=gone),
+            closer=state.node.node,
+            attempt=attempt,
+            void=True,
         )
         return Verdict(kind="void", state=new, result=void)
     if now >= state.deadline:
         return verdict
-    until = min(void_at, state.deadline)
+    until = min(void_at, state.deadline, now + config.heartbeat_interval)
     wait_keys = (state.keys.result(state.round_no),)
     return Verdict(kind="wait", state=new, wait_keys=wait_keys, wait_until=until)
 
@@ -210,10 +231,18 @@ def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> V
 def formed_ops(state: JoinState, draft: RoundResult) -> tuple[Op, ...]:
     """After winning the publish of a proposed round (or its void): the few bytes survivors
     rebuild it from. Nothing for a round formed the usual way."""
-    if state.proposal is None and not draft.void:
+    if state.proposal is None:
         return ()
+    proposal = state.proposal
+    assert proposal is not None and state.previous is not None
+    lost = tuple(
+        rank
+        for rank, p in enumerate(state.previous.participants)
+        if rank not in proposal.gone and draft.rank_of(p.node) is None
+    )
     record = FormedRecord(
         closer=draft.closer,
+        lost=lost,
         attempt=max((p.prev_attempt for p in draft.participants), default=0),
         size=draft.world_size,
         restart_count=draft.restart_count,
@@ -252,6 +281,8 @@ def rebuilt(previous: RoundResult, proposal: ProposalRecord, record: FormedRecor
     entry = _LAST_REBUILD[0]  # read once: another thread may replace it meanwhile
     if entry is not None and entry[0] is previous and entry[1] == proposal and entry[2] == record:
         return entry[3]
+    if record.lost:
+        proposal = evolve(proposal, gone=proposal.gone + record.lost)
     result = reformed(
         previous, proposal, closer=record.closer, attempt=record.attempt, void=record.void
     )
