@@ -211,6 +211,9 @@ def test_switches() -> None:
     assert warm.imports_from_env({warm.IMPORTS_ENV: "numpy, tensorplay"}) == ("numpy", "tensorplay")
     assert warm.depth_from_env({}) == 2 and warm.depth_from_env({warm.DEPTH_ENV: "1"}) == 1
     assert warm.depth_from_env({warm.DEPTH_ENV: "0"}) == 2  # at least one: else it is off
+    assert warm.delay_from_env({}) == 5.0 and warm.delay_from_env({warm.DELAY_ENV: "0"}) == 0.0
+    assert warm.delay_from_env({warm.DELAY_ENV: "-1"}) == 5.0
+    assert warm.delay_from_env({warm.DELAY_ENV: "soon"}) == 5.0
 
 
 # -- real processes -------------------------------------------------------------------------
@@ -440,16 +443,18 @@ sys.exit(5 if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" else 0)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("switch", [None, "--warm-workers=off"])
+@pytest.mark.parametrize("switch", [None, "--warm-workers=off", "delay"])
 def test_the_agent_starts_warm_first_and_after_a_restart(
     job: dict[str, str], tmp_path: Path, switch: str | None
 ) -> None:
     """``tpelastic run``: the restart takes a spare made after the first start; off by the
-    flag, none is."""
+    flag, none is; within the delay after the first start (5 s by default), none is made."""
     script = tmp_path / "job.py"
     script.write_text(AGENT_JOB)
+    delay = "60" if switch == "delay" else "0"
     env = {**os.environ, "PYTHONPATH": job["lib"], warm.IMPORTS_ENV: "slowmod"}
-    flags = [switch] if switch else []
+    env[warm.DELAY_ENV] = delay
+    flags = [switch] if switch and switch.startswith("--") else []
     done = subprocess.run(
         [PY, "-m", "tpelastic", "run", "--standalone", "--nproc-per-node=2", "--max-restarts=1",
          "--monitor-interval=0.1", *flags, str(script)],
@@ -457,13 +462,11 @@ def test_the_agent_starts_warm_first_and_after_a_restart(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = sorted(line for line in done.stdout.splitlines() if line.startswith(("WARM", "PLAIN")))
-    kind = "PLAIN" if switch else "WARM"
-    # The first start is warm only if the spares made while the round formed are ready by
-    # then (here the round forms at once): it never waits for them.
+    kind = "PLAIN" if switch else "WARM"  # 60 s of delay: the restart comes before any spare
+    # The first start is always plain: the first spares are made after it.
     assert [line.split()[1:] for line in lines] == [["0", "0"], ["0", "1"], ["1", "0"], ["1", "1"]]
+    assert lines[:2] == ["PLAIN 0 0", "PLAIN 0 1"], done.stdout
     assert lines[2:] == [f"{kind} 1 0", f"{kind} 1 1"], done.stdout
-    if switch:
-        assert lines[:2] == ["PLAIN 0 0", "PLAIN 0 1"], done.stdout
 
 
 def test_a_ranks_spares_are_made_one_after_the_other(pool: WarmPool, job: dict[str, str]) -> None:

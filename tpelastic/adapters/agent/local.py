@@ -143,13 +143,15 @@ class LocalElasticAgent(SimpleElasticAgent):
 
             if warm.enabled():
                 self._warm = warm.WarmPool(
-                    on_launcher_thread, warm.imports_from_env(), depth=warm.depth_from_env()
+                    on_launcher_thread,
+                    warm.imports_from_env(),
+                    depth=warm.depth_from_env(),
+                    delay=warm.delay_from_env(),
                 )
         return self._warm
 
     def run(self, role: str = "default") -> RunResult:
         try:
-            self._prestart()
             return super().run(role)
         finally:
             self._stop_spares()  # if the run ended before its own teardown
@@ -196,42 +198,6 @@ class LocalElasticAgent(SimpleElasticAgent):
         if spec.virtual_local_rank:
             envs = virtual_local_rank_envs(envs)
         return envs, args
-
-    def _prestart(self) -> None:
-        """Make the warm interpreters of the first start while the first round forms, from
-        the environment every worker gets whatever the round (the per-attempt variables come
-        at the start). A guess that turns out wrong (an observer adds a variable) is refused
-        at the start, which is then a plain one."""
-        pool = self._warm_pool()
-        target = self._spec.target
-        if pool is None or not isinstance(target, str):
-            return
-        from tpelastic.adapters.agent.env import RoundFacts, worker_envs
-        from tpelastic.adapters.workers.warm import WarmPlan, plan_for
-
-        spec = self._spec
-        placeholder = RoundFacts(
-            round=0,
-            group_rank=0,
-            group_world_size=1,
-            restart_count=0,
-            master_addr="",
-            master_port=0,
-        )
-        envs = worker_envs(
-            role=spec.role,
-            local_world_size=spec.local_world_size,
-            facts=placeholder,
-            max_restarts=spec.max_restarts,
-            run_id=spec.rdzv_handler.get_run_id(),
-        )
-        envs, args = self._local_envs_and_args(envs)
-        cwd = os.getcwd()
-        for rank, env in envs.items():
-            rank_args = args[rank] if isinstance(args, dict) else args
-            plan = plan_for(target, tuple(str(a) for a in rank_args), numa=bool(spec.numa_options))
-            if isinstance(plan, WarmPlan):
-                pool.refill(rank, plan, {**os.environ, **env}, cwd, count=1)
 
     def _start_workers(self, envs: dict[int, dict[str, str]], attempt: str) -> None:
         spec = self._spec

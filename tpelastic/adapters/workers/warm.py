@@ -76,6 +76,10 @@ _FLAGS_WITH_VALUE = ("-W", "-X")
 DEPTH_ENV = "TPELASTIC_WARM_SPARES"
 _IMPORT_TIMEOUT = 300.0  # the longest a spare's import holds back the next one
 DEFAULT_DEPTH = 2
+DELAY_ENV = "TPELASTIC_WARM_DELAY"
+# Spares import beside the first workers' own import and slow it down; a job that ends (or
+# fails) within this many seconds of its first start never pays for spares it would not use.
+DEFAULT_DELAY = 5.0
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -88,6 +92,17 @@ def depth_from_env(environ: Mapping[str, str] | None = None) -> int:
     """Spares per local rank: ``TPELASTIC_WARM_SPARES`` (1 or more), else 2."""
     value = (os.environ if environ is None else environ).get(DEPTH_ENV, "")
     return int(value) if value.strip().isdigit() and int(value) > 0 else DEFAULT_DEPTH
+
+
+def delay_from_env(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds after the pool is made before its first spare: ``TPELASTIC_WARM_DELAY``
+    (0 or more), else 5."""
+    value = (os.environ if environ is None else environ).get(DELAY_ENV, "").strip()
+    try:
+        delay = float(value) if value else DEFAULT_DELAY
+    except ValueError:
+        return DEFAULT_DELAY
+    return delay if delay >= 0 else DEFAULT_DELAY
 
 
 def imports_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -299,6 +314,8 @@ class WarmPool:
             follows the forking thread) and returns its result.
         imports: the modules each spare imports before it waits.
         depth: spares kept per local rank.
+        delay: seconds from the pool's first start to its first spare; starts before then
+            are plain ones.
     """
 
     def __init__(
@@ -307,10 +324,17 @@ class WarmPool:
         imports: tuple[str, ...] = DEFAULT_IMPORTS,
         *,
         depth: int = DEFAULT_DEPTH,
+        delay: float = 0.0,
     ) -> None:
         self._launch = launch
         self._imports = imports
         self._depth = max(1, depth)
+        self._delay = max(0.0, delay)
+        self._closing = threading.Event()  # ends the delay at close
+        self._ready = threading.Event()  # set once spares may be made
+        self._armed = False
+        if not self._delay:
+            self._ready.set()
         self._lock = threading.Lock()
         self._spares: dict[int, list[Spare]] = {}
         self._pending: dict[int, int] = {}  # spares being made, per rank
@@ -336,6 +360,9 @@ class WarmPool:
         with self._lock:
             first = local_rank not in self._ranks_started
             self._ranks_started.add(local_rank)
+            arm, self._armed = not self._armed and not self._ready.is_set(), True
+        if arm:
+            self._arm_delay()
         while True:
             with self._lock:
                 queue = self._spares.get(local_rank, [])
@@ -356,6 +383,13 @@ class WarmPool:
                 return spare
             log.debug("local rank %d: warm interpreter %d refused: %s", local_rank, spare.pid, why)
             spare.discard()
+
+    def _arm_delay(self) -> None:
+        def wait() -> None:
+            self._closing.wait(self._delay)
+            self._ready.set()
+
+        threading.Thread(target=wait, name="warm-delay", daemon=True).start()
 
     def refill(
         self, local_rank: int, plan: WarmPlan, env: Mapping[str, str], cwd: str, count: int = 0
@@ -383,6 +417,7 @@ class WarmPool:
         so a rank's spares do not share the CPU with each other (nor with the first start's)."""
 
         def make() -> None:
+            self._ready.wait()  # set by the delay's end or by close (then nothing is made)
             for left in range(count, 0, -1):
                 spare: Spare | None = None
                 try:
@@ -447,6 +482,7 @@ class WarmPool:
 
     def close(self) -> None:
         """Stop every spare; no new one is made after this."""
+        self._closing.set()
         with self._lock:
             self._closed = True
             spares = [spare for queue in self._spares.values() for spare in queue]
@@ -457,7 +493,9 @@ class WarmPool:
 
 __all__ = [
     "BOOT",
+    "DEFAULT_DELAY",
     "DEFAULT_DEPTH",
+    "DELAY_ENV",
     "DEPTH_ENV",
     "ENABLE_ENV",
     "IMPORTS_ENV",
@@ -466,6 +504,7 @@ __all__ = [
     "WarmPlan",
     "WarmPool",
     "base_env",
+    "delay_from_env",
     "depth_from_env",
     "enabled",
     "imports_from_env",
