@@ -136,3 +136,14 @@ def test_a_failed_join_puts_its_error_and_an_older_joins_end_is_not_current() ->
     assert not joins.ended(first)  # the second join is the current one
     assert isinstance(second, JoinEnded) and joins.ended(second)
     joins.join(5.0)
+
+
+def test_joining_the_join_threads_skips_one_a_stop_signal_kept_from_starting() -> None:
+    """A stop signal can raise out of ``Thread.start``; the teardown's join must not then fail
+    with "cannot join thread before it is started" (a traceback and exit 1 instead of 143)."""
+    inbox = Inbox()
+    pump = JoinPump(inbox, now=time.monotonic)
+    pump.start(lambda: "round 0")
+    assert isinstance(inbox.pop_within(10.0), JoinEnded)
+    pump._threads.append(threading.Thread(target=lambda: None))  # as an interrupted start
+    pump.join(1.0)
