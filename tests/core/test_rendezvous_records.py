@@ -119,7 +119,7 @@ def test_a_closed_rendezvous_refuses_joiners() -> None:
     cluster.start("c")
     # c never trains: its join reads the close, whose outcome it ends with.
     assert cluster.nodes["c"].status is Status.FAILED
-    assert cluster.nodes["c"].failure == "succeeded"
+    assert cluster.nodes["c"].failure == "closed: succeeded"
     assert all("c" not in [p.node for p in r.participants] for r in cluster.results().values())
 
 
