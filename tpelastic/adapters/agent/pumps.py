@@ -263,8 +263,8 @@ class JoinPump:
 
         thread = threading.Thread(target=run, name=f"tpelastic-join-{serial}", daemon=True)
         self._threads = [t for t in self._threads if t.is_alive()]
+        thread.start()  # a stop signal may raise out of it: the thread is then not ours to join
         self._threads.append(thread)
-        thread.start()
 
     def ended(self, item: JoinEnded) -> bool:
         """Take ``item``: True when it is the current join's end (False: an older join's)."""
@@ -277,7 +277,8 @@ class JoinPump:
         """Wait up to ``timeout`` s for each join's thread (each is a daemon; closing the store
         ends a join that still runs)."""
         for thread in self._threads:
-            thread.join(timeout)
+            if thread.is_alive():
+                thread.join(timeout)
         self._threads = [t for t in self._threads if t.is_alive()]
 
 
