@@ -1,16 +1,37 @@
-"""The exhaustive explorer: every interleaving of a small configuration keeps R1-R7, and a
-deliberately broken guard is caught with a shortest, replayable counterexample."""
+"""The exhaustive explorer: every node steps the product's core (node_step and the join machine);
+every interleaving of a small configuration with each fault keeps R1-R7, R16, R17 and S6, its
+fault-free continuations end the run (S5), and deliberately broken tables are caught with
+shortest, replayable counterexamples."""
 
 from __future__ import annotations
 
 import pytest
+from attrs import evolve
 
+from tpelastic.core import agent as ag
+from tpelastic.core.agent import table as agent_table
+from tpelastic.core.agent.states import AgentConfig, AgentState
+from tpelastic.core.node import node_step
 from tpelastic.core.rendezvous import join, reading
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.ops import OpsDone
 from tpelastic.core.rendezvous.state import JoinState
-from tpelastic.core.sim.explore import Bounds, Violation, explore, formed_prefix, replay
-from tpelastic.core.table import build_table
+from tpelastic.core.sim.explore import (
+    FAULT_BOUNDS,
+    Bounds,
+    Violation,
+    explore,
+    formed_prefix,
+    replay,
+)
+from tpelastic.core.sim.explore_liveness import (
+    calm,
+    continue_fairly,
+    explore_liveness,
+    replay_stall,
+)
+from tpelastic.core.sim.explore_model import Phase, StoreState
+from tpelastic.core.table import Row, build_table
 
 
 def closes_without_waiting_for_members(
@@ -40,39 +61,40 @@ BROKEN = build_table(
 )
 
 FORMING = Bounds(nodes=3, min_nodes=2, max_nodes=3, ticks=0, crashes=0, failures=0)
-# After a fixed formation of round 0: every interleaving of one fault and heartbeat time.
-AFTER_FORMING = {
-    "worker failure": Bounds(nodes=3, min_nodes=2, max_nodes=3, ticks=1, failures=1, crashes=0),
-    "crash": Bounds(nodes=3, min_nodes=2, max_nodes=3, ticks=4, failures=0, crashes=1),
-    "graceful leave": Bounds(
-        nodes=3, min_nodes=2, max_nodes=3, ticks=1, failures=0, leaves=1, crashes=0
-    ),
-    "restart in place, then a leave": Bounds(
-        nodes=3, min_nodes=2, max_nodes=3, ticks=1, failures=0, restarts=1, leaves=1, crashes=0
-    ),
-}
 
 
 def test_every_interleaving_of_forming_the_first_round_keeps_the_invariants() -> None:
     found = explore(FORMING)
     assert found.counterexample is None, found.counterexample
-    assert found.complete and found.rounds_reached >= 0
-    # The search really branched. (It reached over 10,000 states while a closer could publish
-    # past a counted arrival still writing its slot; the closer now waits for that slot.)
-    assert found.states > 500
+    assert found.complete and found.rounds_reached == 0
+    assert found.states > 500  # the search really branched
 
 
-@pytest.mark.parametrize("fault", sorted(AFTER_FORMING))
-def test_every_interleaving_after_a_fault_keeps_the_invariants(fault: str) -> None:
-    bounds = AFTER_FORMING[fault]
-    found = explore(bounds, prefix=formed_prefix(bounds))
-    assert found.counterexample is None, found.counterexample
-    assert found.complete
-    assert found.rounds_reached == 1, "the bounds never let a new round form"
-    assert found.states > 1_000
+@pytest.mark.parametrize("fault", sorted(FAULT_BOUNDS))
+def test_S5_every_explored_state_of_three_nodes_ends_once_faults_stop(fault: str) -> None:
+    """Every interleaving of 3 nodes with the fault keeps the safety invariants, and from every
+    state the run can end: a success, a failure with the budget spent, or (the store gone)
+    every survivor's clean exit; never a give-up with budget left (S6), never a hang."""
+    bounds = FAULT_BOUNDS[fault]
+    found = explore_liveness(bounds, prefix=formed_prefix(bounds))
+    assert found.stall is None, found.stall
+    assert found.complete and found.states > 100
 
 
-def test_a_broken_guard_is_found_with_a_minimal_replayable_counterexample() -> None:
+def test_the_store_hosts_death_ends_every_survivor_cleanly() -> None:
+    bounds = FAULT_BOUNDS["death of the store host"]
+    world = replay(bounds, (*formed_prefix(bounds), ("host_death", "n0")))
+    assert world.store_state is StoreState.GONE
+    events: list[tuple[str, str]] = []
+    assert continue_fairly(world, bounds, join.step, node_step, 30, set(), events) is None
+    world = replay(calm(bounds), tuple(events), start=world)
+    assert [n.phase for n in world.nodes] == [Phase.DOWN, Phase.ENDED, Phase.ENDED]
+    assert all(n.agent.exit_code == ag.EXIT_RENDEZVOUS_FAILED for n in world.nodes[1:])
+    assert all("tpelastic store" in n.lost for n in world.nodes[1:])
+    assert world.now <= bounds.heartbeat_timeout + 4  # the expiry, then the looks that fail
+
+
+def test_a_broken_join_guard_is_found_with_a_minimal_replayable_counterexample() -> None:
     bounds = Bounds(nodes=2, min_nodes=1, max_nodes=2, ticks=0, crashes=0, failures=1)
     assert explore(bounds).counterexample is None  # the real table is fine here
     found = explore(bounds, step=BROKEN.step)
@@ -92,22 +114,100 @@ def test_a_broken_guard_is_found_with_a_minimal_replayable_counterexample() -> N
         replay(bounds, events[1:], step=BROKEN.step)
 
 
-def test_every_interleaving_of_two_restarts_in_place_keeps_one_round() -> None:
-    bounds = Bounds(nodes=3, min_nodes=2, max_nodes=3, ticks=1, failures=0, restarts=2, crashes=0)
-    found = explore(bounds, prefix=formed_prefix(bounds))
-    assert found.counterexample is None, found.counterexample
-    assert found.complete and found.rounds_reached == 0  # attempts, never a new round
-    assert found.states > 50
-
-
 def test_a_closer_that_drops_the_attempts_is_caught_by_R16(monkeypatch: pytest.MonkeyPatch) -> None:
     # Test-only bug: the closer forgets the in-place attempts its members report.
     monkeypatch.setattr(
         reading, "round_restart_count", lambda prev, attempts, failed: prev + int(failed)
     )
-    bounds = AFTER_FORMING["restart in place, then a leave"]
+    bounds = Bounds(ticks=1, failures=1, leaves=1, crashes=0, restart_in_place=True)
     found = explore(bounds, prefix=formed_prefix(bounds))
     example = found.counterexample
     assert example is not None and example.invariant == "R16", example
-    assert any(e[0] == "restart" for e in example.events)
+    assert any(e[0] == "fail" for e in example.events)
     assert any(e[0] == "leave" for e in example.events)
+
+
+# --- broken agent tables: the explorer steps the agent's decisions, so it finds their bugs ----
+
+
+def _agent_table(*rows: Row, **actions: object) -> object:
+    """The agent table with ``rows`` in place of those for the same (source, event)."""
+    replaced = {(r.src, r.on) for r in rows}
+    kept = tuple(r for r in agent_table.ROWS if (r.src, r.on) not in replaced)
+    used = {r.action for r in (*kept, *rows)} | {r.guard for r in (*kept, *rows)}
+    return build_table(
+        name="agent_broken",
+        phases=ag.AgentPhase,
+        initial=ag.AgentPhase.INIT,
+        events=ag.AGENT_EVENTS,
+        rows=(*kept, *rows),
+        guards={k: v for k, v in agent_table.GUARDS.items() if k in used},
+        actions={
+            k: v  # type: ignore[misc]
+            for k, v in {**agent_table.ACTIONS, **actions}.items()
+            if k in used
+        },
+        terminal=frozenset({ag.AgentPhase.SUCCEEDED, ag.AgentPhase.FAILED}),
+    )
+
+
+def fail_on_lapse(
+    state: AgentState, event: ag.KeepAliveLapsed, config: AgentConfig
+) -> tuple[AgentState, tuple[object, ...]]:
+    """Test-only broken action: a lapsed keep-alive fails the node (fencing as failing)."""
+    reason = f"keep-alive lost: {event.reason}"
+    done = evolve(state, exit_code=ag.EXIT_RENDEZVOUS_FAILED, last_failure=reason)
+    stop = ag.StopWorkers(reason=reason)
+    return done, (stop, ag.ReportFailure(reason=reason, exit_code=ag.EXIT_RENDEZVOUS_FAILED))
+
+
+FENCING_FAILS = _agent_table(
+    Row(
+        src=ag.AgentPhase.RUNNING,
+        on=ag.KeepAliveLapsed,
+        dst=ag.AgentPhase.FAILED,
+        action="fail_on_lapse",
+    ),
+    fail_on_lapse=fail_on_lapse,
+)
+# A member that ignores the next round's opening: it never re-joins, so the round waits for it.
+IGNORES_THE_NEXT_ROUND = _agent_table(
+    Row(src=ag.AgentPhase.RUNNING, on=ag.NextRoundOpened, dst=ag.AgentPhase.RUNNING)
+)
+
+
+def _use_agent_table(monkeypatch: pytest.MonkeyPatch, table: object) -> None:
+    # node_step composes the agent package's table; the test swaps it for a broken one.
+    monkeypatch.setattr(ag, "step", table.step)  # type: ignore[attr-defined]
+
+
+def test_S6_an_agent_that_fails_when_fenced_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    bounds = FAULT_BOUNDS["pause of a node"]
+    prefix = formed_prefix(bounds)
+    assert explore(bounds, prefix=prefix).counterexample is None
+    _use_agent_table(monkeypatch, FENCING_FAILS)
+    found = explore(bounds, prefix=prefix)
+    example = found.counterexample
+    assert example is not None and example.invariant == "S6", example
+    assert "keep-alive lost" in example.message and "0 of 1 restarts used" in example.message
+    # The shortest story: a node is paused for one heartbeat interval and resumes.
+    assert example.events[len(prefix) :] == (("pause", "n0"), ("tick", ""), ("resume", "n0"))
+    with pytest.raises(Violation, match="S6"):
+        replay(bounds, example.events)
+    replay(bounds, example.events[:-1])
+
+
+def test_S5_a_member_that_never_rejoins_is_reported_as_a_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bounds = FAULT_BOUNDS["graceful leave"]
+    prefix = formed_prefix(bounds)
+    _use_agent_table(monkeypatch, IGNORES_THE_NEXT_ROUND)
+    assert explore(bounds, prefix=prefix).counterexample is None  # safe, but not live
+    found = explore_liveness(bounds, prefix=prefix, rotations=30)
+    stall = found.stall
+    assert stall is not None and stall.invariant == "S5", stall
+    assert ("leave", "n0") in stall.events or ("leave", "n1") in stall.events
+    assert "training@r0/3" in stall.detail  # the survivors train on in a world that ended
+    end = replay_stall(bounds, stall)
+    assert any(n.phase is Phase.UP for n in end.nodes)  # the replay ends where it hung

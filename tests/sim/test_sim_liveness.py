@@ -16,7 +16,7 @@ from tpelastic.core.rendezvous.ops import OpsDone
 from tpelastic.core.rendezvous.state import JoinState
 from tpelastic.core.sim import faults
 from tpelastic.core.sim.cluster import Cluster
-from tpelastic.core.sim.explore import Bounds, formed_prefix
+from tpelastic.core.sim.explore import Bounds
 from tpelastic.core.sim.explore_liveness import explore_liveness
 from tpelastic.core.sim.liveness import liveness_problems, settle_time
 from tpelastic.core.sim.nodes import Status
@@ -260,14 +260,7 @@ def test_new_fault_kinds_parse_and_bad_ones_are_one_line() -> None:
         scenario_from_dict({**BASE, "faults": [{"at": 1, "kind": "sigstop"}]})
 
 
-# --- the explorer: every reachable state of 3 nodes settles once faults stop ------------------
-
-
-def test_S1_every_explored_state_of_three_nodes_settles_once_faults_stop() -> None:
-    bounds = Bounds(nodes=3, ticks=3, crashes=1, failures=0, leaves=0)
-    found = explore_liveness(bounds, prefix=formed_prefix(bounds))
-    assert found.complete and found.stall is None, found.stall
-    assert found.states > 1000  # crashes at every point of the formed world were explored
+# --- the explorer reports a join table under which no world ever forms ------------------------
 
 
 def never_closes(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:

@@ -1,9 +1,26 @@
 """The explorer's events: which may happen in a world (``enabled``), and what each does
-(``apply``). Each node runs the given join ``step``; agents between rounds act as in
-:mod:`tpelastic.core.sim.cluster` (watch the next round, restart in place when its next attempt
-opens, report a dead successor, rejoin). A ``restart`` is a worker failure restarted in place:
-the node opens its round's next attempt and runs it; the others learn of it on their next look
-(``watch``), which covers every moment a held wait could wake them."""
+(``apply``).
+
+Every node steps the product's core, as the run loop does: observations go through the
+composed ``node_step`` (membership machine, agent table, restart budget) and its effects are
+carried out in order (the handlers below mirror the adapters': they decide nothing); the agent's
+joins run the join machine ``step``. What an event does to a node becomes the observation its
+adapters would feed: a store batch landing or a wait ending (the join machine), a look at the
+round's watch keys and the ring successor's heartbeat (``LookDone``, then ``NextRoundOpened``
+for a dead successor), the keep-alive read at every tick (``KeepAliveRead``), a held
+failure's timer (``TimePassed``), worker exits, a signal, the exit barrier.
+
+A handler's store write (an attempt's open, a leave, a close) holds the node's loop until the
+store answers (``send``). While the store is paused (its process stopped, or an outage the
+store client sees as a silence: it waits such an outage out for ``read_timeout``, longer than
+any search) every call waits and no heartbeat lands. With the store gone (its host died) every
+call fails through the store client's outage rule (``core.store_outage``): retried until the
+keep-alive expiry, then failed with one line; a join's loss then goes through the join's retry
+table (``core.rendezvous.join_retry``), which gives up on a loss waited out.
+
+Every transition into a failed agent is judged (``S6``): a give-up is fine only as a terminal
+outcome (the budget spent, the job closed, a signal) or once the store is gone for good.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +30,13 @@ from typing import Any
 import attrs
 from attrs import evolve
 
-from tpelastic.core.rendezvous import attempts, membership
+from tpelastic.core import agent as ag
+from tpelastic.core import membership as mb
+from tpelastic.core.agent.states import TERMINAL
+from tpelastic.core.group_values import WorkerFailure
+from tpelastic.core.node import NodeConfig
+from tpelastic.core.rendezvous import attempts, join_retry
+from tpelastic.core.rendezvous import membership as rz
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.liveness import LivenessTracker
 from tpelastic.core.rendezvous.ops import (
@@ -27,23 +50,42 @@ from tpelastic.core.rendezvous.ops import (
     WaitEnded,
     run_ops,
 )
-from tpelastic.core.rendezvous.records import (
-    RoundResult,
-    decode_counter,
-)
+from tpelastic.core.rendezvous.records import decode_closed, decode_counter
 from tpelastic.core.rendezvous.state import JoinRequested, JoinState
 from tpelastic.core.sim.explore_model import (
+    INTERVAL,
     KEYS,
+    STORE_HOST,
     Bounds,
+    CoreFn,
     Label,
     Node,
     Phase,
     StepFn,
+    StoreState,
     Violation,
     World,
     _results,
 )
-from tpelastic.core.values import Rejected
+from tpelastic.core.store_outage import GiveUp, on_failure
+from tpelastic.core.values import Emit, Rejected
+
+SIGTERM = 15  # a graceful leave (the core imports no signal module)
+# Faults (bounded by ``Bounds``) and the events that end them.
+FAULTS = frozenset(
+    {"crash", "leave", "fail", "finish", "pause", "delay", "store_pause", "host_death"}
+)
+ENDS_OF_FAULTS = frozenset({"resume", "store_resume"})
+_BOUND = {
+    "crash": "crashes",
+    "leave": "leaves",
+    "fail": "failures",
+    "finish": "finishes",
+    "pause": "pauses",
+    "delay": "delays",
+    "store_pause": "store_pauses",
+    "host_death": "host_deaths",
+}
 
 # --- which events may happen next --------------------------------------------------------------
 
@@ -51,214 +93,615 @@ from tpelastic.core.values import Rejected
 def enabled(world: World, bounds: Bounds) -> Iterator[Label]:
     """Every event that may happen in ``world``, in a fixed order."""
     used = dict(world.used)
-    store = dict(world.store)
+
+    def left(kind: str) -> bool:
+        bound: int = getattr(bounds, _BOUND[kind])
+        return used.get(kind, 0) < bound
+
     if used.get("tick", 0) < bounds.ticks:
         yield ("tick", "")
+    store = world.store_state
+    host = _host(world, bounds)
+    if store is StoreState.UP:
+        if left("store_pause"):
+            yield ("store_pause", "")
+    elif store is StoreState.PAUSED and not (host is not None and host.paused):
+        yield ("store_resume", "")
+    if host is not None and host.phase is Phase.UP and store is not StoreState.GONE:
+        if left("host_death"):
+            yield ("host_death", host.name)
     for node in world.nodes:
-        yield from _node_events(node, world, store, used, bounds)
+        yield from _node_events(node, world, left)
 
 
-def _node_events(
-    node: Node, world: World, store: dict[str, bytes], used: dict[str, int], bounds: Bounds
-) -> Iterator[Label]:
+def _host(world: World, bounds: Bounds) -> Node | None:
+    return world.nodes[0] if bounds.store_host and world.nodes else None
+
+
+def _node_events(node: Node, world: World, left: Callable[[str], bool]) -> Iterator[Label]:
     name = node.name
     if node.phase is Phase.IDLE:
         yield ("start", name)
-    pending = node.pending
-    if isinstance(pending, StoreOps):
-        yield ("deliver", name)
-    elif isinstance(pending, StoreWait):
-        if all(k in store for k in pending.keys):
-            yield ("wake", name)
-        elif pending.deadline <= world.now:
-            yield ("expire", name)
-    if node.phase in (Phase.JOINING, Phase.TRAINING) and used.get("crash", 0) < bounds.crashes:
+    if node.phase is not Phase.UP:
+        return
+    if left("crash"):
         yield ("crash", name)
-    if node.phase is Phase.TRAINING:
-        yield ("watch", name)
-        if used.get("leave", 0) < bounds.leaves:
-            yield ("leave", name)
-        if used.get("fail", 0) < bounds.failures:
+    if node.paused:
+        yield ("resume", name)
+        return
+    if left("pause"):
+        yield ("pause", name)
+    if left("delay") and not node.delayed:
+        yield ("delay", name)
+    store = world.store_state
+    up, gone = store is StoreState.UP, store is StoreState.GONE
+    pending = node.pending
+    if node.outbox is not None:
+        if up or gone:
+            yield ("send", name)
+        return  # its loop waits in the handler
+    if pending is not None:
+        if gone:
+            yield ("lost", name)
+        elif up and isinstance(pending, StoreOps):
+            yield ("deliver", name)
+        elif up and isinstance(pending, StoreWait):
+            if all(k in dict(world.store) for k in pending.keys):
+                yield ("wake", name)
+            elif pending.deadline <= world.now:
+                yield ("expire", name)
+    if not node.member:
+        return
+    agent = node.agent
+    if agent.phase is ag.AgentPhase.HOLDING and (agent.held_until or 0.0) <= world.now:
+        yield ("timer", name)
+    if agent.phase is ag.AgentPhase.EXIT_BARRIER and up and _barrier_passed(node, world):
+        yield ("barrier", name)
+    if agent.phase is ag.AgentPhase.RUNNING and node.workers is not None:
+        if left("fail"):
             yield ("fail", name)
-        if used.get("restart", 0) < bounds.restarts:
-            yield ("restart", name)
-        if used.get("close", 0) < bounds.closes:
-            yield ("close", name)
+        if left("finish"):
+            yield ("finish", name)
+        if left("leave"):
+            yield ("leave", name)
+    if up or gone:
+        yield ("look", name)
+
+
+def _barrier_passed(node: Node, world: World) -> bool:
+    """Every member of the node's world reached the exit barrier (or passed it)."""
+    assert node.world is not None
+    names = {p.node for p in node.world.participants}
+    done = (ag.AgentPhase.EXIT_BARRIER, ag.AgentPhase.SUCCEEDED)
+    return all(
+        n.agent.phase in done and n.agent.round == node.world.round_no
+        for n in world.nodes
+        if n.name in names
+    )
 
 
 # --- what each event does ----------------------------------------------------------------------
 
 
-def apply(world: World, label: Label, config: RendezvousConfig, step: StepFn) -> World:
-    """The world after ``label``. Raises Violation for a transition-level invariant (R2, or the
-    machine rejecting an event it was fed)."""
+def apply(world: World, label: Label, bounds: Bounds, step: StepFn, core: CoreFn) -> World:
+    """The world after ``label``. Raises Violation for a transition-level invariant (R2, S6, or
+    the join machine rejecting an event it was fed)."""
     kind, name = label
-    if kind == "tick":
-        return _tick(_count(world, "tick"), config)
-    index = next(i for i, n in enumerate(world.nodes) if n.name == name)
-    node = world.nodes[index]
-    store = dict(world.store)
-    ctx = _Ctx(world=world, store=store, config=config, step=step)
-    node = _EVENTS[kind](ctx, node)
-    nodes = world.nodes[:index] + (node,) + world.nodes[index + 1 :]
-    out = evolve(ctx.world, store=tuple(sorted(store.items())), nodes=nodes)
-    return _count(out, kind) if kind in ("crash", "leave", "fail", "restart", "close") else out
+    ctx = _Ctx(
+        now=world.now,
+        store=dict(world.store),
+        nodes=list(world.nodes),
+        store_state=world.store_state,
+        results_at_close=world.results_at_close,
+        closed_by=world.closed_by,
+        bounds=bounds,
+        config=bounds.config(),
+        step=step,
+        core=core,
+    )
+    if name:
+        _EVENTS[kind](ctx, next(i for i, n in enumerate(world.nodes) if n.name == name))
+    else:
+        _WORLD_EVENTS[kind](ctx)
+    out = World(
+        now=ctx.now,
+        store=tuple(sorted(ctx.store.items())),
+        nodes=tuple(ctx.nodes),
+        used=world.used,
+        store_state=ctx.store_state,
+        results_at_close=ctx.results_at_close,
+        closed_by=ctx.closed_by,
+    )
+    if kind == "tick" or kind in FAULTS:
+        used = dict(out.used)
+        used[kind] = used.get(kind, 0) + 1
+        out = evolve(out, used=tuple(sorted(used.items())))
+    return out
+
+
+_CONFIGS: dict[tuple[Bounds, str], NodeConfig] = {}
+_RETRY = join_retry.JoinRetryConfig()
 
 
 @attrs.define
 class _Ctx:
-    world: World
+    now: float
     store: dict[str, bytes]
+    nodes: list[Node]
+    store_state: StoreState
+    results_at_close: frozenset[int] | None
+    closed_by: str
+    bounds: Bounds
     config: RendezvousConfig
     step: StepFn
+    core: CoreFn
+
+    def node_config(self, name: str) -> NodeConfig:
+        config = _CONFIGS.get((self.bounds, name))
+        if config is None:
+            config = _CONFIGS[(self.bounds, name)] = self.bounds.node_config(name)
+        return config
+
+    def set(self, i: int, **changes: Any) -> Node:
+        node = self.nodes[i] = evolve(self.nodes[i], **changes)
+        return node
+
+    # --- the store ----------------------------------------------------------------------------
 
     def run(self, ops: tuple[Op, ...]) -> tuple[Any, ...]:
         return run_ops(ops, self.store)
 
-    def feed(self, node: Node, event: object) -> Node:
+    def call_failed(self, i: int) -> bool:
+        """A call of node ``i`` found the store gone: its store client's outage rule decides.
+        True when the outage is waited out (every call fails from now on)."""
+        node = self.nodes[i]
+        if node.lost:
+            return True
+        outage, verdict = on_failure(
+            node.outage, "gone", self.now, self.bounds.policy(), where="the store", tries=1
+        )
+        lost = verdict.reason if isinstance(verdict, GiveUp) else ""
+        self.set(i, outage=outage, lost=lost)
+        return bool(lost)
+
+    # --- the node's core ----------------------------------------------------------------------
+
+    def observe(self, i: int, observation: object, reason: str = "", seen: int = 0) -> bool:
+        """Step node ``i``'s core with one observation and carry out the effects in order; True
+        when it was news (an effect other than a rejection). ``reason`` and ``seen``: the
+        opening reason and the attempt a look saw opened, for a join the step asks for."""
+        node = self.nodes[i]
+        if node.phase is not Phase.UP or node.agent.phase in TERMINAL:
+            return False
+        done = self.core(node.core, observation, self.node_config(node.name))
+        self.set(i, core=done.state)
+        self._judge(node, done.agent_steps)
+        self.carry_out(i, done.effects, reason, seen)
+        return any(not isinstance(e, Rejected) for e in done.effects)
+
+    def _judge(self, node: Node, taken: tuple[Any, ...]) -> None:
+        """S6: an agent fails only as a terminal outcome of the job (its budget spent, the job
+        closed, a signal), or once the store is gone for good."""
+        for agent_step in taken:
+            if agent_step.result.state.phase is not ag.AgentPhase.FAILED:
+                continue
+            before, event = agent_step.before, agent_step.event
+            if isinstance(event, (ag.RendezvousClosed, ag.SignalReceived)):
+                return
+            if isinstance(event, ag.RendezvousFailed):
+                if self.store_state is StoreState.GONE or KEYS.closed() in self.store:
+                    return
+            elif isinstance(event, (ag.WorkersFailed, ag.WorkerStuck, ag.TimePassed)):
+                if before.restart_count >= self.bounds.max_restarts:
+                    return
+            why = agent_step.result.state.last_failure or type(event).__name__
+            used = f"{before.restart_count} of {self.bounds.max_restarts} restarts used"
+            raise Violation("S6", f"{node.name} gave up ({why}) with the job able to go on, {used}")
+
+    def carry_out(
+        self, i: int, effects: tuple[object, ...], reason: str = "", seen: int = 0
+    ) -> None:
+        for index, effect in enumerate(effects):
+            handler = _HANDLERS.get(type(effect))
+            if handler is None:
+                raise TypeError(f"no handler for the agent's effect {effect!r}")
+            hint = handler(self, i, effect, reason, seen)
+            if isinstance(hint, tuple):  # a write waits for the store: so does the rest
+                self.set(i, outbox=(effect, hint, effects[index + 1 :]))
+                return
+            if isinstance(hint, str):
+                reason = hint
+        self._exit_if_over(i)
+
+    def _exit_if_over(self, i: int) -> None:
+        node = self.nodes[i]
+        if node.phase is Phase.UP and node.agent.phase in TERMINAL and node.outbox is None:
+            self.set(i, phase=Phase.ENDED, workers=None, pending=None)
+
+    def write(self, i: int, ops: tuple[Op, ...]) -> tuple[Op, ...] | None:
+        """A handler's store write: done now (None), or returned to wait for the store."""
+        if not ops:
+            return None
+        if self.store_state is StoreState.UP:
+            self.land(i, ops)
+            return None
+        return ops
+
+    def land(self, i: int, ops: tuple[Op, ...]) -> None:
+        closing = KEYS.closed() not in self.store
+        self.run(ops)
+        if closing and KEYS.closed() in self.store:
+            self.closed_by = self.nodes[i].name
+            done = frozenset(r for r, res in _results(self.store).items() if not res.closed)
+            self.results_at_close = done
+
+    # --- the join machine ---------------------------------------------------------------------
+
+    def feed(self, i: int, event: object) -> None:
+        node = self.nodes[i]
         result = self.step(node.join, event, self.config)
-        node = evolve(node, join=result.state, pending=None)
+        self.set(i, join=result.state, pending=None)
         for effect in result.effects:
             if isinstance(effect, (StoreOps, StoreWait)):
-                node = evolve(node, pending=effect)
+                self.set(i, pending=effect)
             elif isinstance(effect, JoinSucceeded):
-                node = self._trained(node, effect.result)
+                self._joined(i, effect)
             elif isinstance(effect, JoinFailed):
-                node = evolve(node, phase=Phase.STOPPED, pending=None)
+                self._join_failed(i, effect)
             elif isinstance(effect, Rejected):
                 raise Violation(
                     "machine", f"{node.name}: {effect.event} rejected in {effect.phase}"
                 )
-        return node
 
-    def _trained(self, node: Node, result: RoundResult) -> Node:
-        if result.round_no <= node.last_round:
-            raise Violation(
-                "R2", f"{node.name} completed round {result.round_no} after {node.last_round}"
-            )
-        return evolve(
-            node,
-            phase=Phase.TRAINING,
-            world=result,
-            last_round=result.round_no,
-            pending=None,
-            attempt=0,
-        )
-
-    def begin(self, node: Node, reason: str, from_round: int | None, seen: int = 0) -> Node:
-        """Start a join; ``seen``: an attempt of ``from_round`` the node saw opened."""
-        ran = max(node.attempt, seen) if from_round == node.last_round else 0
-        node = evolve(
-            node, phase=Phase.JOINING, world=None, ring=LivenessTracker(), join=JoinState()
-        )
+    def begin(self, i: int, reason: str, charged: int | None, seen: int) -> None:
+        node = self.nodes[i]
+        agent = node.agent
+        from_round = agent.round if agent.round >= 0 else None
+        attempt = 0
+        if from_round is not None:
+            attempt = max(node.attempt, seen)
+            if charged is not None:
+                attempt = min(attempt, charged)
+        self.set(i, world=None, ring=LivenessTracker(), join=JoinState())
         event = JoinRequested(
             run_id=KEYS.run_id,
             node=node.name,
-            now=self.world.now,
+            now=self.now,
             from_round=from_round,
             reason=reason,
-            attempt=ran,
+            attempt=attempt,
         )
-        return self.feed(node, event)
+        self.feed(i, event)
+
+    def _joined(self, i: int, done: JoinSucceeded) -> None:
+        node = self.nodes[i]
+        result = done.result
+        if result.round_no <= node.agent.round:
+            raise Violation(
+                "R2", f"{node.name} completed round {result.round_no} after {node.agent.round}"
+            )
+        self.set(i, world=result, attempt=0)
+        completed = ag.RoundCompleted(
+            now=self.now,
+            round=result.round_no,
+            group_rank=done.rank,
+            group_world_size=result.world_size,
+            restart_count=result.restart_count,
+        )
+        self.observe(i, completed)
+
+    def _join_failed(self, i: int, failed: JoinFailed) -> None:
+        why = f"{failed.kind}: {failed.reason}"
+        if failed.kind == "closed":
+            raw = self.store.get(KEYS.closed())
+            record = decode_closed(raw) if raw is not None else None
+            closed = (record.outcome, record.reason) if record is not None else None
+            self.observe(i, mb.JoinClosed(now=self.now, why=why, closed=closed))
+            return
+        kind = failed.kind if failed.kind in ("timeout", "corrupt") else "connection"
+        self.observe(i, ag.RendezvousFailed(now=self.now, reason=why, kind=kind))  # type: ignore[arg-type]
+
+    def connection_lost(self, i: int) -> None:
+        """The join's call met a store that is gone. The store client retries it until the
+        outage is waited out; then the join's retry table hears of the loss, and a loss
+        waited out is final (the agent is told)."""
+        if not self.call_failed(i):
+            return
+        node = self.nodes[i]
+        lost = join_retry.JoinLost(now=self.now, state=node.join, waited_out=True)
+        (verdict,) = join_retry.step(join_retry.RetryState(), lost, _RETRY).effects
+        if not isinstance(verdict, join_retry.GiveUp):
+            raise Violation("machine", f"{node.name}: a join retried past its store's outage")
+        self.set(i, pending=None)
+        self._join_failed(i, JoinFailed(kind="connection", reason=node.lost))
 
 
-def _start(ctx: _Ctx, node: Node) -> Node:
-    ctx.run((Add(KEYS.heartbeat(node.name), 1),))
-    return ctx.begin(node, "first", None)
+# --- the handlers of the agent's effects (the adapters' part: they decide nothing) ------------
+
+Handler = Callable[[_Ctx, int, Any, str, int], object]
 
 
-def _deliver(ctx: _Ctx, node: Node) -> Node:
-    assert isinstance(node.pending, StoreOps)
-    replies = ctx.run(node.pending.ops)
-    return ctx.feed(node, OpsDone(replies=replies, now=ctx.world.now))
+def _start_workers(ctx: _Ctx, i: int, effect: ag.StartWorkers, reason: str, seen: int) -> None:
+    world = ctx.nodes[i].world
+    if world is not None and world.round_no == effect.round:
+        ctx.set(i, workers=effect.attempt, attempt=effect.attempt)
 
 
-def _end_wait(ctx: _Ctx, node: Node) -> Node:
-    assert isinstance(node.pending, StoreWait)
-    present = all(k in ctx.store for k in node.pending.keys)
-    return ctx.feed(node, WaitEnded(present=present, now=ctx.world.now))
+def _stop_workers(ctx: _Ctx, i: int, effect: ag.StopWorkers, reason: str, seen: int) -> None:
+    ctx.set(i, workers=None)
 
 
-def _crash(ctx: _Ctx, node: Node) -> Node:
-    return evolve(node, phase=Phase.STOPPED, pending=None, world=None)
+def _join(ctx: _Ctx, i: int, effect: ag.JoinRendezvous, reason: str, seen: int) -> None:
+    if effect.failure:
+        why = "failure"
+    elif reason:
+        why = reason
+    else:
+        why = "first" if ctx.nodes[i].agent.round < 0 else "rejoin"
+    ctx.begin(i, why, effect.charged_attempt, seen)
 
 
-def _leave(ctx: _Ctx, node: Node) -> Node:
-    assert node.world is not None
-    ctx.run(membership.leave_ops(KEYS, node.world, node.name))
-    return evolve(node, phase=Phase.STOPPED, pending=None, world=None)
+def _open_next_round(ctx: _Ctx, i: int, effect: ag.OpenNextRound, reason: str, seen: int) -> str:
+    # The join that follows opens it: a member coming from the previous round writes
+    # ``opened`` as it registers.
+    return effect.reason
 
 
-def _fail(ctx: _Ctx, node: Node) -> Node:
-    assert node.world is not None
-    return ctx.begin(node, "failure", node.world.round_no)
+def _open_attempt(ctx: _Ctx, i: int, effect: ag.OpenAttempt, reason: str, seen: int) -> object:
+    world = ctx.nodes[i].world
+    if world is None or world.round_no != effect.round:
+        return None
+    return ctx.write(i, attempts.open_attempt_ops(KEYS, effect.round, effect.attempt, "failure"))
 
 
-def _restart(ctx: _Ctx, node: Node) -> Node:
-    assert node.world is not None
-    attempt = node.attempt + 1
-    ctx.run(attempts.open_attempt_ops(KEYS, node.world.round_no, attempt, "failure"))
-    return evolve(node, attempt=attempt)
+def _leave(ctx: _Ctx, i: int, effect: ag.LeaveRendezvous, reason: str, seen: int) -> object:
+    node = ctx.nodes[i]
+    if node.world is None:
+        return None
+    return ctx.write(i, rz.leave_ops(KEYS, node.world, node.name))
 
 
-def _close(ctx: _Ctx, node: Node) -> Node:
-    assert node.world is not None
-    ctx.run(membership.close_ops(KEYS, node.world.round_no + 1, "succeeded", f"by {node.name}"))
-    done = frozenset(r for r, res in _results(ctx.store).items() if not res.closed)
-    ctx.world = evolve(ctx.world, results_at_close=done)
-    return node
+def _close(ctx: _Ctx, i: int, effect: ag.CloseRendezvous, reason: str, seen: int) -> object:
+    node = ctx.nodes[i]
+    forming = node.world.round_no + 1 if node.world is not None else node.join.round_no
+    why = f"{effect.reason} ({node.name})"
+    return ctx.write(i, rz.close_ops(KEYS, forming, effect.outcome, why))
 
 
-def _watch(ctx: _Ctx, node: Node) -> Node:
+def _nothing(ctx: _Ctx, i: int, effect: object, reason: str, seen: int) -> None:
+    # The exit barrier is the ``barrier`` event; a report, a record or a rejected observation
+    # change nothing in the world (the adapters log them).
+    return None
+
+
+_HANDLERS: dict[type, Handler] = {
+    ag.StartWorkers: _start_workers,
+    ag.StopWorkers: _stop_workers,
+    ag.JoinRendezvous: _join,
+    ag.OpenNextRound: _open_next_round,
+    ag.OpenAttempt: _open_attempt,
+    ag.LeaveRendezvous: _leave,
+    ag.CloseRendezvous: _close,
+    ag.EnterExitBarrier: _nothing,
+    ag.ReportFailure: _nothing,
+    Emit: _nothing,
+    Rejected: _nothing,
+}
+
+
+# --- node events -------------------------------------------------------------------------------
+
+
+def _start(ctx: _Ctx, i: int) -> None:
+    ctx.set(i, phase=Phase.UP, last_beat=ctx.now)
+    ctx.run((Add(KEYS.heartbeat(ctx.nodes[i].name), 1),))
+    ctx.observe(i, ag.AgentStarted(now=ctx.now))
+
+
+def _deliver(ctx: _Ctx, i: int) -> None:
+    pending = ctx.nodes[i].pending
+    assert isinstance(pending, StoreOps)
+    replies = ctx.run(pending.ops)
+    ctx.feed(i, OpsDone(replies=replies, now=ctx.now))
+
+
+def _end_wait(ctx: _Ctx, i: int) -> None:
+    pending = ctx.nodes[i].pending
+    assert isinstance(pending, StoreWait)
+    present = all(k in ctx.store for k in pending.keys)
+    ctx.feed(i, WaitEnded(present=present, now=ctx.now))
+
+
+def _lost(ctx: _Ctx, i: int) -> None:
+    ctx.connection_lost(i)
+
+
+def _send(ctx: _Ctx, i: int) -> None:
+    """A handler's held write reaches the store; the rest of its step follows. With the store
+    gone the store client retries until the outage is waited out: then an attempt's open
+    fails the rendezvous (as the adapter's handler does) and any other write is dropped."""
+    node = ctx.nodes[i]
+    assert node.outbox is not None
+    effect, ops, rest = node.outbox
+    if ctx.store_state is StoreState.GONE:
+        if not ctx.call_failed(i):
+            return
+        ctx.set(i, outbox=None)
+        if isinstance(effect, ag.OpenAttempt):
+            why = f"could not open attempt {effect.attempt} of round {effect.round}"
+            reason = f"{why}: {ctx.nodes[i].lost}"
+            failed = ag.RendezvousFailed(now=ctx.now, reason=reason, kind="connection")
+            ctx.observe(i, failed)
+            ctx.carry_out(i, ())
+            return
+    else:
+        ctx.land(i, ops)
+        ctx.set(i, outbox=None)
+    ctx.carry_out(i, rest)
+
+
+def _crash(ctx: _Ctx, i: int) -> None:
+    ctx.set(i, phase=Phase.DOWN, workers=None, pending=None, outbox=None)
+
+
+def _leave_event(ctx: _Ctx, i: int) -> None:
+    ctx.observe(i, ag.SignalReceived(now=ctx.now, signum=SIGTERM))
+
+
+def _fail(ctx: _Ctx, i: int) -> None:
+    node = ctx.nodes[i]
+    failure = WorkerFailure(
+        local_rank=0,
+        global_rank=max(node.agent.group_rank, 0),
+        exitcode=1,
+        signal=None,
+        at=ctx.now,
+        reason="workers failed",
+    )
+    ctx.set(i, workers=None)  # they exited
+    ctx.observe(i, ag.WorkersFailed(now=ctx.now, failures=(failure,)))
+
+
+def _finish(ctx: _Ctx, i: int) -> None:
+    ctx.set(i, workers=None)
+    ctx.observe(i, ag.WorkersSucceeded(now=ctx.now))
+
+
+def _timer(ctx: _Ctx, i: int) -> None:
+    ctx.observe(i, ag.TimePassed(now=ctx.now))
+
+
+def _barrier(ctx: _Ctx, i: int) -> None:
+    ctx.observe(i, ag.ExitBarrierPassed(now=ctx.now))
+
+
+def _pause(ctx: _Ctx, i: int) -> None:
+    ctx.set(i, paused=True)
+    if ctx.bounds.store_host and ctx.nodes[i].name == STORE_HOST:
+        if ctx.store_state is StoreState.UP:
+            ctx.store_state = StoreState.PAUSED
+
+
+def _resume(ctx: _Ctx, i: int) -> None:
+    """Its clock jumped: the membership machine reads its keep-alive first (a lapse fences it)."""
+    node = ctx.set(i, paused=False)
+    if ctx.bounds.store_host and node.name == STORE_HOST:
+        if ctx.store_state is StoreState.PAUSED:
+            ctx.store_state = StoreState.UP
+    if node.agent.phase is ag.AgentPhase.RUNNING and node.outbox is None:
+        ctx.observe(i, mb.KeepAliveRead(now=ctx.now, last_beat=node.last_beat))
+
+
+def _delay(ctx: _Ctx, i: int) -> None:
+    ctx.set(i, delayed=True)
+
+
+def _look(ctx: _Ctx, i: int) -> None:
+    node = ctx.nodes[i]
     world = node.world
     assert world is not None
-    look = membership.watch_ops(KEYS, world.round_no, node.attempt)
-    seen = membership.read_watch(ctx.run(look))
-    newer = node.attempt + 1 if seen.next_attempt is not None else 0
-    if seen.closed is not None:
-        return evolve(node, phase=Phase.STOPPED, world=None)
-    if seen.next_opened is not None:
-        return ctx.begin(node, "rejoin", world.round_no, newer)
-    if newer:
-        return evolve(node, attempt=newer)
-    if seen.waiting > 0 and world.world_size < ctx.config.max_nodes:
-        return ctx.begin(node, "scale_up", world.round_no)
-    successor = membership.ring_successor(world, node.name)
-    if successor is None:
-        return node
+    if ctx.store_state is StoreState.GONE:
+        if ctx.call_failed(i):
+            ctx.observe(i, mb.LookFailed(now=ctx.now, reason=ctx.nodes[i].lost))
+        return
+    seen = rz.read_watch(ctx.run(rz.watch_ops(KEYS, world.round_no, node.attempt)))
+    newer = seen.next_attempt is not None
+    closed = (seen.closed.outcome, seen.closed.reason) if seen.closed is not None else None
+    look = mb.LookDone(
+        now=ctx.now,
+        round=world.round_no,
+        closed=closed,
+        next_opened=seen.next_opened,
+        next_attempt=(node.attempt + 1, seen.next_attempt or "") if newer else None,
+        waiting=seen.waiting,
+        running=node.workers is not None,
+    )
+    if ctx.observe(i, look, seen=node.attempt + 1 if newer else 0):
+        return
+    node = ctx.nodes[i]
+    successor = rz.ring_successor(world, node.name)
+    if successor is None or not node.member or node.world is not world:
+        return
     beat = decode_counter(ctx.store.get(KEYS.heartbeat(successor)))
-    ring = node.ring.observe(successor, beat, ctx.world.now)
-    if ring.is_dead(successor, ctx.world.now, ctx.config.heartbeat_timeout):
-        ctx.run(membership.report_dead_ops(KEYS, world, successor))
-        return ctx.begin(node, "membership", world.round_no)
-    return evolve(node, ring=ring)
+    ring = node.ring.observe(successor, beat, ctx.now)
+    ctx.set(i, ring=ring)
+    if ring.is_dead(successor, ctx.now, ctx.bounds.heartbeat_timeout):
+        ctx.run(rz.report_dead_ops(KEYS, world, successor))
+        opened = ag.NextRoundOpened(now=ctx.now, round=world.round_no + 1, reason=ag.PEER_LOST)
+        ctx.observe(i, opened, reason=ag.PEER_LOST)
 
 
-_EVENTS: dict[str, Callable[[_Ctx, Node], Node]] = {
+def _host_death(ctx: _Ctx, i: int) -> None:
+    _crash(ctx, i)
+    ctx.store_state = StoreState.GONE
+
+
+_EVENTS: dict[str, Callable[[_Ctx, int], None]] = {
     "start": _start,
     "deliver": _deliver,
     "wake": _end_wait,
     "expire": _end_wait,
+    "lost": _lost,
+    "send": _send,
     "crash": _crash,
-    "leave": _leave,
+    "leave": _leave_event,
     "fail": _fail,
-    "restart": _restart,
-    "close": _close,
-    "watch": _watch,
+    "finish": _finish,
+    "timer": _timer,
+    "barrier": _barrier,
+    "pause": _pause,
+    "resume": _resume,
+    "delay": _delay,
+    "look": _look,
+    "host_death": _host_death,
 }
 
 
-def _tick(world: World, config: RendezvousConfig) -> World:
-    """Time moves one heartbeat interval; every running node's keep-alive bumps its counter."""
-    store = dict(world.store)
-    for node in world.nodes:
-        if node.phase in (Phase.JOINING, Phase.TRAINING):
-            run_ops((Add(KEYS.heartbeat(node.name), 1),), store)
-    now = world.now + config.heartbeat_interval
-    return evolve(world, now=now, store=tuple(sorted(store.items())))
+# --- world events ------------------------------------------------------------------------------
 
 
-def _count(world: World, kind: str) -> World:
-    used = dict(world.used)
-    used[kind] = used.get(kind, 0) + 1
-    return evolve(world, used=tuple(sorted(used.items())))
+def _tick(ctx: _Ctx) -> None:
+    """Time moves one heartbeat interval: every running node's keep-alive beats (a beat that
+    was late lands first), then every running member reads its keep-alive."""
+    ctx.now += INTERVAL
+    up = ctx.store_state is StoreState.UP
+    for i, node in enumerate(ctx.nodes):
+        if node.phase is not Phase.UP or node.paused:
+            continue
+        beat = KEYS.heartbeat(node.name)
+        if node.late_beat is not None and up:
+            ctx.run((Add(beat, 1),))
+            node = ctx.set(i, last_beat=max(node.last_beat, node.late_beat), late_beat=None)
+        if node.delayed:
+            late = node.late_beat if node.late_beat is not None else ctx.now
+            ctx.set(i, delayed=False, late_beat=late)
+        elif up:
+            ctx.run((Add(beat, 1),))
+            ctx.set(i, last_beat=ctx.now)
+        elif ctx.store_state is StoreState.GONE:
+            ctx.call_failed(i)
+    for i, node in enumerate(ctx.nodes):
+        if (
+            node.phase is Phase.UP
+            and not node.paused
+            and node.outbox is None
+            and node.agent.phase is ag.AgentPhase.RUNNING
+        ):
+            ctx.observe(i, mb.KeepAliveRead(now=ctx.now, last_beat=node.last_beat))
+
+
+def _store_pause(ctx: _Ctx) -> None:
+    ctx.store_state = StoreState.PAUSED
+
+
+def _store_resume(ctx: _Ctx) -> None:
+    ctx.store_state = StoreState.UP
+
+
+_WORLD_EVENTS: dict[str, Callable[[_Ctx], None]] = {
+    "tick": _tick,
+    "store_pause": _store_pause,
+    "store_resume": _store_resume,
+}
+
+__all__ = ["ENDS_OF_FAULTS", "FAULTS", "apply", "enabled"]
