@@ -119,8 +119,11 @@ def test_a_closer_that_drops_the_attempts_is_caught_by_R16(monkeypatch: pytest.M
     monkeypatch.setattr(
         reading, "round_restart_count", lambda prev, attempts, failed: prev + int(failed)
     )
-    bounds = Bounds(ticks=1, failures=1, leaves=1, crashes=0, restart_in_place=True)
-    found = explore(bounds, prefix=formed_prefix(bounds))
+    bounds = Bounds(ticks=6, failures=1, leaves=1, crashes=0, restart_in_place=True)
+    # n0's workers fail and it restarts in place; the others follow on their next look. Time
+    # passes beyond the collateral window, so a leave then does not refund the attempt (A14).
+    restarted = (("fail", "n0"), ("look", "n1"), ("look", "n2"), *[("tick", "")] * 5)
+    found = explore(bounds, prefix=formed_prefix(bounds) + restarted)
     example = found.counterexample
     assert example is not None and example.invariant == "R16", example
     assert any(e[0] == "fail" for e in example.events)

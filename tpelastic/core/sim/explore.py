@@ -53,7 +53,7 @@ DEFAULT_BOUNDS = Bounds()
 
 # One fault after a formed first round (``formed_prefix``), with time enough for it to matter:
 # 3 nodes, min 2, every interleaving. Sized for CI (each a few seconds on a quiet 2-core
-# machine); ``SLOW_FAULT_BOUNDS`` lets more time pass and combines faults (bench/explore.py).
+# machine); ``SLOW_FAULT_BOUNDS`` let more time pass and combines faults (bench/explore.py).
 FAULT_BOUNDS: dict[str, Bounds] = {
     "crash": Bounds(ticks=1, crashes=1, failures=0),
     "worker failure": Bounds(ticks=0, failures=1, crashes=0),
@@ -61,13 +61,13 @@ FAULT_BOUNDS: dict[str, Bounds] = {
         ticks=1, failures=1, crashes=0, restart_in_place=True
     ),
     "graceful leave": Bounds(ticks=0, leaves=1, crashes=0, failures=0),
-    "pause of a node": Bounds(ticks=2, pauses=1, crashes=0, failures=0),
-    "pause of the store host": Bounds(ticks=2, pauses=1, store_host=True, crashes=0, failures=0),
-    "store pause": Bounds(ticks=2, store_pauses=1, crashes=0, failures=0),
+    "pause of a node": Bounds(ticks=1, pauses=1, crashes=0, failures=0),
+    "pause of the store host": Bounds(ticks=1, pauses=1, store_host=True, crashes=0, failures=0),
+    "store pause": Bounds(ticks=1, store_pauses=1, crashes=0, failures=0),
     "death of the store host": Bounds(
         ticks=1, host_deaths=1, store_host=True, crashes=0, failures=0
     ),
-    "late heartbeat": Bounds(ticks=2, delays=1, crashes=0, failures=0),
+    "late heartbeat": Bounds(ticks=1, delays=1, crashes=0, failures=0),
     "workers succeed": Bounds(ticks=1, finishes=1, crashes=0, failures=0),
 }
 SLOW_FAULT_BOUNDS: dict[str, Bounds] = {

@@ -126,12 +126,14 @@ def continue_fairly(
     rotations: int,
     good: set[object],
     labels: list[Label],
+    bad: set[object] | None = None,
 ) -> World | None:
     """Run the fault-free fair continuation, appending its events to ``labels``; None when
     the run ended (or is not judged), else the world where it gave up.
 
     ``good`` holds the keys of states whose continuation ended; every state passed on the way
-    to an end is added.
+    to an end is added. ``bad``, when given, holds those of states whose continuation did not
+    end, likewise.
 
     Raises:
         Violation: an invariant broke on the way.
@@ -157,6 +159,9 @@ def continue_fairly(
         if key in good or terminal(world):
             good.update(passed)
             return None
+        if bad is not None and key in bad:
+            bad.update(passed)
+            return world
         passed.append(key)
         for index in range(len(world.nodes)):
             name = world.nodes[index].name
@@ -171,6 +176,8 @@ def continue_fairly(
     if terminal(world):
         good.update(passed)
         return None
+    if bad is not None:
+        bad.update(passed)
     return world
 
 
@@ -285,6 +292,7 @@ def explore_liveness(
         )
     ends: set[object] = set()
     remembered: set[object] = set()
+    hopeless: set[object] = set()
     stalls: dict[int, Stall] = {}
     for index in range(len(order) - 1, -1, -1):
         key = order[index]
@@ -296,7 +304,9 @@ def explore_liveness(
             continue
         labels: list[Label] = []
         try:
-            stuck = continue_fairly(world, bounds, step, core, rotations, remembered, labels)
+            stuck = continue_fairly(
+                world, bounds, step, core, rotations, remembered, labels, hopeless
+            )
         except Violation as violation:
             example = Counterexample(
                 invariant=violation.invariant,
