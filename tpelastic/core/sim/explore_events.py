@@ -71,6 +71,8 @@ from tpelastic.core.store_outage import GiveUp, on_failure
 from tpelastic.core.values import Emit, Rejected
 
 SIGTERM = 15  # a graceful leave (the core imports no signal module)
+# Whose keep-alive a lapse fences, and whose landing heartbeat ends the fence.
+_READS_KEEP_ALIVE = frozenset({ag.AgentPhase.RUNNING, ag.AgentPhase.FENCED})
 # Faults (bounded by ``Bounds``) and the events that end them.
 FAULTS = frozenset(
     {"crash", "leave", "fail", "finish", "pause", "delay", "store_pause", "host_death"}
@@ -155,7 +157,7 @@ def _node_events(node: Node, world: World, left: Callable[[str], bool]) -> Itera
     agent = node.agent
     if agent.phase is ag.AgentPhase.HOLDING and (agent.held_until or 0.0) <= world.now:
         yield ("timer", name)
-    if agent.phase is ag.AgentPhase.EXIT_BARRIER and up and _barrier_passed(node, world):
+    if agent.phase is ag.AgentPhase.EXIT_BARRIER and up:
         yield ("barrier", name)
     if agent.phase is ag.AgentPhase.RUNNING and node.workers is not None:
         if left("fail"):
@@ -168,15 +170,15 @@ def _node_events(node: Node, world: World, left: Callable[[str], bool]) -> Itera
         yield ("look", name)
 
 
-def _barrier_passed(node: Node, world: World) -> bool:
-    """Every member of the node's world reached the exit barrier (or passed it)."""
+def _arrived(node: Node, world: World) -> int:
+    """How many members of the node's world reached its exit barrier (or passed it)."""
     assert node.world is not None
     names = {p.node for p in node.world.participants}
     done = (ag.AgentPhase.EXIT_BARRIER, ag.AgentPhase.SUCCEEDED)
-    return all(
-        n.agent.phase in done and n.agent.round == node.world.round_no
+    return sum(
+        1
         for n in world.nodes
-        if n.name in names
+        if n.name in names and n.agent.phase in done and n.agent.round == node.world.round_no
     )
 
 
@@ -572,7 +574,8 @@ def _timer(ctx: _Ctx, i: int) -> None:
 
 
 def _barrier(ctx: _Ctx, i: int) -> None:
-    ctx.observe(i, ag.ExitBarrierPassed(now=ctx.now))
+    view = World(nodes=tuple(ctx.nodes))
+    ctx.observe(i, ag.ExitBarrierRead(now=ctx.now, arrived=_arrived(ctx.nodes[i], view)))
 
 
 def _pause(ctx: _Ctx, i: int) -> None:
@@ -588,7 +591,7 @@ def _resume(ctx: _Ctx, i: int) -> None:
     if ctx.bounds.store_host and node.name == STORE_HOST:
         if ctx.store_state is StoreState.PAUSED:
             ctx.store_state = StoreState.UP
-    if node.agent.phase is ag.AgentPhase.RUNNING and node.outbox is None:
+    if node.agent.phase in _READS_KEEP_ALIVE and node.outbox is None:
         ctx.observe(i, mb.KeepAliveRead(now=ctx.now, last_beat=node.last_beat))
 
 
@@ -685,9 +688,13 @@ def _tick(ctx: _Ctx) -> None:
             node.phase is Phase.UP
             and not node.paused
             and node.outbox is None
-            and node.agent.phase is ag.AgentPhase.RUNNING
+            and node.agent.phase in _READS_KEEP_ALIVE
         ):
-            ctx.observe(i, mb.KeepAliveRead(now=ctx.now, last_beat=node.last_beat))
+            if node.agent.phase is ag.AgentPhase.FENCED and node.lost:
+                # Its beat failed with the outage waited out: as the adapter's, a failed look.
+                ctx.observe(i, mb.LookFailed(now=ctx.now, reason=node.lost))
+            else:
+                ctx.observe(i, mb.KeepAliveRead(now=ctx.now, last_beat=node.last_beat))
 
 
 def _store_pause(ctx: _Ctx) -> None:
