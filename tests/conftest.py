@@ -56,16 +56,11 @@ def offset_clock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     return offset
 
 
-# scripts/test runs the suite on two xdist workers with ``--dist loadgroup``. The pure tests
-# (core tables, the simulator, hypothesis over them) are spread one by one. A module whose tests
-# start real processes, servers and stores stays on one worker, its tests one after another, so
-# its module fixtures (an etcd cluster, a store server) start once; the two workers run two such
-# modules, or one and pure tests, side by side. Their time bounds carry the machine's load
-# (tests/machine_load.py).
-_PURE_DIRS = ("core/", "sim/", "properties/", "differential/")
-_PURE_FILES = ("test_specs.py", "test_api_reference.py", "test_cluster_examples.py")
-
-
+# scripts/test runs the suite on two xdist workers with ``--dist loadscope``: a module's tests
+# run one after another on one worker, so its module fixtures (an etcd cluster, a store server)
+# start once, and the two workers run two modules side by side. (``--dist loadgroup`` with
+# xdist_group marks did not keep a group on one worker with xdist 3.8.) Their time bounds
+# carry the machine's load (tests/machine_load.py).
 # The longest modules (a serial run's --durations at load 15-20), longest first. xdist hands
 # out work in collection order (scripts/test passes --no-loadscope-reorder): a long test handed
 # out last would keep one worker busy after the other ran out of work.
@@ -101,6 +96,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items
     }
     items.sort(key=lambda item: rank.get(where[item], len(rank)))
-    for item in items:
-        if not (where[item].startswith(_PURE_DIRS) or where[item] in _PURE_FILES):
-            item.add_marker(pytest.mark.xdist_group(where[item]))
