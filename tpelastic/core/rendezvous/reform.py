@@ -135,9 +135,10 @@ def read_confirm(state: JoinState, event: OpsDone) -> Verdict:
     if isinstance(count, int) and count == 1 < survivors(state.previous, state.proposal):
         return Verdict(kind="first")
     if isinstance(count, int) and count == survivors(state.previous, state.proposal):
-        # Members run their round's newest attempt (R17): the last one's carries it, should
-        # the proposer have known only an older one.
-        attempt = max(state.proposal.attempt, state.node.prev_attempt)
+        # The count carries what the publisher reports as spent (R16), as a closer's does with
+        # its members' reports. The proposal's attempt was written before the survivors'
+        # agents judged the loss, so it cannot carry a refund of a collateral restart (A15).
+        attempt = state.node.prev_attempt
         result = reformed(state.previous, state.proposal, closer=state.node.node, attempt=attempt)
         return Verdict(kind="last", result=result)
     # Below the size: others still confirm. Above it can only be a damaged counter: wait for
@@ -212,7 +213,7 @@ def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> V
         # waits for them. Fewer than min_nodes: keep them all (the closer judges them).
         kept = survivors(previous, proposal) - len(lost)
         gone = proposal.gone + lost if kept >= config.min_nodes else proposal.gone
-        attempt = max(proposal.attempt, state.node.prev_attempt)
+        attempt = state.node.prev_attempt  # what this node reports as spent, as above
         void = reformed(
             previous,
             evolve(proposal, gone=gone),
