@@ -46,6 +46,21 @@ EXAMPLES = [
         [ag.LeaveRendezvous, ag.ReportFailure],
         1,
     ),
+    *(
+        (
+            f"round this agent cannot run: {why}",
+            state,
+            event,
+            P.FAILED,
+            [ag.LeaveRendezvous, ag.ReportFailure],
+            3,
+        )
+        for why, state, event in (
+            ("more nodes than max_nodes", JOINING, round_(size=4)),
+            ("not newer", evolve(JOINING, round=5), round_(n=5)),
+            ("rank outside the world", JOINING, round_(rank=2, size=2)),
+        )
+    ),
     (
         "rendezvous timeout",
         JOINING,
@@ -550,12 +565,17 @@ def test_a_round_counting_fewer_restarts_than_the_node_keeps_the_nodes_count() -
     assert isinstance(start, ag.StartWorkers) and start.restart_count == 2
 
 
+def test_a_round_the_agent_cannot_run_says_why() -> None:
+    result = ag.step(JOINING, round_(n=6, size=4), CFG)
+    (leave, report) = result.effects
+    assert isinstance(report, ag.ReportFailure) and report.exit_code == 3
+    assert report.reason.endswith("its 4 node(s) are outside this agent's --nnodes 1:3")
+    assert result.state.last_failure == report.reason
+
+
 @pytest.mark.parametrize(
     ("state", "event"),
     [
-        (JOINING, round_(size=4)),  # more nodes than max_nodes
-        (evolve(JOINING, round=5), round_(n=5)),  # not a newer round
-        (JOINING, round_(rank=2, size=2)),  # rank outside the world
         (RUNNING, ag.NextRoundOpened(now=1.0, round=4, reason="old news")),
         (RUNNING, ag.WorkerStuck(now=1.0, local_rank=2, idle_for=1.0)),  # no such local rank
         (RUNNING, ag.AgentStarted(now=1.0)),

@@ -470,11 +470,9 @@ class SimpleElasticAgent(ElasticAgent):
             if self._joins.pending:  # a signal raises out of this wait
                 item = self._inbox.pop_within(_JOIN_POLL)
                 return self._decode(item) if item is not None else None
-            # No join running and nothing in the inbox: the table rejected the join's outcome
-            # (a round that does not fit this node's config): the world cannot be formed as
-            # configured.
-            why = f"the rendezvous gave a round this agent rejects ({phase.name})"
-            return core.RendezvousFailed(now=self._clock.now(), reason=why, kind="connection")
+            # Every join's end is an observation the agent table has a row for (a round it
+            # cannot run fails it), so nothing is left that could end this wait.
+            raise RuntimeError(f"agent in {phase.name} waits with no join running: a bug")
         item = self._inbox.pop_within(self._clock.remaining(self._next_read))
         if item is not None:
             return self._decode(item)

@@ -73,6 +73,29 @@ def fail_over_budget(state: AgentState, event: ev.RoundCompleted, config: AgentC
     return _finish(state, EXIT_WORKERS_FAILED, reason), effects
 
 
+def _misfit_reason(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> str:
+    """Why the round cannot run on this agent, in one line."""
+    if event.round <= state.round:
+        why = f"it is not newer than round {state.round}"
+    elif event.group_rank >= event.group_world_size:
+        why = f"rank {event.group_rank} is outside its {event.group_world_size} node(s)"
+    else:
+        why = (
+            f"its {event.group_world_size} node(s) are outside this agent's "
+            f"--nnodes {config.min_nodes}:{config.max_nodes}"
+        )
+    return f"the rendezvous gave round {event.round}, which this agent cannot run: {why}"
+
+
+def fail_misfit_round(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> Out:
+    reason = _misfit_reason(state, event, config)
+    effects = (
+        ev.LeaveRendezvous(reason=reason),
+        ev.ReportFailure(reason=reason, exit_code=EXIT_RENDEZVOUS_FAILED),
+    )
+    return _finish(state, EXIT_RENDEZVOUS_FAILED, reason), effects
+
+
 def fail_rendezvous(state: AgentState, event: ev.RendezvousFailed, config: AgentConfig) -> Out:
     reason = f"rendezvous failed ({event.kind}): {event.reason}"
     effects = (

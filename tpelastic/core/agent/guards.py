@@ -31,6 +31,12 @@ def round_over_budget(state: AgentState, event: ev.RoundCompleted, config: Agent
     return _round_shape_ok(state, event, config) and over
 
 
+def round_misfits(state: AgentState, event: ev.RoundCompleted, config: AgentConfig) -> bool:
+    """Is the round not newer than ours, its rank outside its world, or its size outside
+    min_nodes..max_nodes (no row can run it, and no other round is coming)?"""
+    return not _round_shape_ok(state, event, config)
+
+
 def _rank_known(state: AgentState, event: FailureEvent) -> bool:
     return not isinstance(event, ev.WorkerStuck) or event.local_rank < state.local_world_size
 

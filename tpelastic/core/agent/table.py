@@ -53,6 +53,14 @@ ROWS = (
         action="fail_over_budget",
         note=_NEVER,
     ),
+    Row(
+        src=A.RENDEZVOUS,
+        on=ev.RoundCompleted,
+        dst=A.FAILED,
+        guard="round_misfits",
+        action="fail_misfit_round",
+        note="not newer, a rank outside it, or a size outside min..max: no other round comes",
+    ),
     *(
         row
         for src in (A.RENDEZVOUS, A.RUNNING, A.HOLDING, A.FENCED)
@@ -260,6 +268,7 @@ ROWS = (
 GUARDS: dict[str, Guard] = {
     "round_fits": gd.round_fits,
     "round_over_budget": gd.round_over_budget,
+    "round_misfits": gd.round_misfits,
     "budget_left": gd.budget_left,
     "budget_left_in_place": gd.budget_left_in_place,
     "budget_spent": gd.budget_spent,
@@ -282,6 +291,7 @@ ACTIONS: dict[str, Action] = {
     "join_fresh": act.join_fresh,
     "start_workers": act.start_workers,
     "fail_over_budget": act.fail_over_budget,
+    "fail_misfit_round": act.fail_misfit_round,
     "fail_rendezvous": act.fail_rendezvous,
     "fail_corrupt_state": act.fail_corrupt_state,
     "succeed_despite_rendezvous": act.succeed_despite_rendezvous,
