@@ -622,3 +622,18 @@ def test_A14_corrupt_state_closes_the_run_for_every_node(state: ag.AgentState) -
     for kind in ("timeout", "connection", "closed"):
         other = ag.step(state, ag.RendezvousFailed(now=9.0, reason="x", kind=kind), CFG)
         assert not any(isinstance(e, ag.CloseRendezvous) for e in other.effects), kind
+
+
+def test_A16_restarting_in_place_never_rejoins_reporting_a_failure() -> None:
+    failures = (ag.WorkersFailed(now=7.0, failures=(FAIL,)), STUCK)
+    states = (RUNNING, evolve(RUNNING, attempt=1, restart_count=2), LAST_TRY, FULL, BARRIER, HELD)
+    for config in (IN_PLACE, HOLD):
+        for state in states:
+            for event in (*failures, opened(attempt=state.attempt + 1), ag.TimePassed(now=9.0)):
+                done = ag.step(state, event, config)
+                assert JF not in done.effects, (state.phase, event)
+                opens = [e for e in done.effects if isinstance(e, ag.OpenAttempt)]
+                if opens:  # the attempt after a failure is this node's next, as its start
+                    assert [(o.round, o.attempt) for o in opens] == [(4, state.attempt + 1)]
+                    starts = [e for e in done.effects if isinstance(e, ag.StartWorkers)]
+                    assert [s.attempt for s in starts] == [state.attempt + 1]

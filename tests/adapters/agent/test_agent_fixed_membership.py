@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 from attempt_helpers import enter
 
+from tpelastic.adapters.agent.effect_handlers import RendezvousEffects, RunRecord
 from tpelastic.adapters.agent.membership import Joined, Membership
+from tpelastic.adapters.agent.observers import Observers
+from tpelastic.adapters.agent.pumps import Inbox, JoinEnded, JoinPump
+from tpelastic.adapters.agent.spec import WorkerSpec
+from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.rendezvous.info import RendezvousInfo
 from tpelastic.adapters.stores.tcp_client import connect
 from tpelastic.adapters.stores.tcp_server import StoreServer
@@ -102,16 +107,45 @@ def test_a_late_joiner_comes_into_the_newest_attempt(server: StoreServer) -> Non
     assert enter(again, 2, 2) is joined  # already there: no second endpoint
     assert zero.joined is not None
     assert joined.facts.master_port == zero.joined.facts.master_port
+    # The attempt after a failure is the agent's to open (OpenAttempt), never a join's.
     failed = _member(server, "fixed-b", 1)
-    # A join after its own failure opens the next attempt (rank 0 publishes its endpoint).
-    zero_follows = _all(
-        [
-            lambda: failed.join(failure=True),
-            lambda: enter(zero, 3, 3),
-        ]
-    )
-    assert {j.facts.attempt for j in zero_follows} == {3}
+    with pytest.raises(ValueError, match="restarts in place"):
+        failed.join(failure=True)
     for m in (zero, again, failed):
+        m.leave()
+
+
+def test_a_late_joiner_starts_its_workers_for_the_newest_attempt(server: StoreServer) -> None:
+    zero, one = _pair(server, "fixed-e")
+    zero.open_attempt(1, "exit 1")
+    _all([lambda m=m: enter(m, 1, 1) for m in (zero, one)])  # type: ignore[misc]
+    one.leave()
+    late = _member(server, "fixed-e", 1)
+    spec = WorkerSpec(
+        role="trainer",
+        local_world_size=1,
+        rdzv_handler=late.handler,
+        entrypoint="unused",
+        max_restarts=3,
+        min_nodes=2,
+        max_nodes=2,
+    )
+    config = core.AgentConfig(max_restarts=3, min_nodes=2, max_nodes=2, restart_in_place=True)
+    state = core.AgentState(phase=core.AgentPhase.RENDEZVOUS)
+    observers = Observers(spec, config, lambda: "fixed-e", lambda: state)
+    inbox = Inbox()
+    joins = JoinPump(inbox, now=SYSTEM_CLOCK.now)
+    effects = RendezvousEffects(
+        spec, late, observers, SYSTEM_CLOCK, inbox, RunRecord(), joins, phase=lambda: state.phase
+    )
+    joined = late.join(failure=False)
+    seen = effects.ended(JoinEnded(serial=1, outcome=joined, started=SYSTEM_CLOCK.now()))
+    assert isinstance(seen, core.RoundCompleted)
+    assert (seen.attempt, seen.restart_count) == (1, 1)
+    (start,) = core.step(state, seen, config).effects
+    assert isinstance(start, core.StartWorkers)
+    assert (start.attempt, start.restart_count) == (1, 1)  # attempt 1's namespace and count
+    for m in (zero, late):
         m.leave()
 
 

@@ -167,6 +167,7 @@ class RendezvousEffects:
             group_rank=facts.group_rank,
             group_world_size=facts.group_world_size,
             restart_count=facts.restart_count,
+            attempt=facts.attempt,
         )
 
     def _closed_while_joining(self, why: str) -> Any:

@@ -9,7 +9,8 @@ back through the inbox as the next observation; at the exit barrier the loop rea
 barrier's counter itself (``ExitBarrierRead``) and the core decides when the wait is over.
 
 The loop pops its observations from one inbox (:mod:`pumps`), waiting at most until its next
-periodic read is due (on its clock). Pumps only put what they saw there: a thread held in the
+periodic read is due (on its clock; the periods are the core's, ``core/agent/reads.py``). Pumps
+only put what they saw there: a thread held in the
 workers' wait puts their end the moment it happens; where the store holds a wait for any of
 several keys (our TCPStore) a watcher thread (:mod:`round_watch`) blocks in it and puts a
 "round changed" when it fires, and the loop looks at once. The periodic reads, every
@@ -76,6 +77,7 @@ from tpelastic.adapters.workers.signals import (
 from tpelastic.core import agent as core
 from tpelastic.core import membership as members
 from tpelastic.core import node as composed
+from tpelastic.core.agent.reads import ReadConfig, read_period, running_look_period
 from tpelastic.core.agent.states import TERMINAL
 from tpelastic.core.worker_values import WorkerState
 
@@ -85,20 +87,6 @@ if TYPE_CHECKING:
 # The same logger as report.log; report itself (and barrier) is only needed once workers end,
 # so both are imported where used, off the path to the first worker (issue 5).
 log = logging.getLogger("tpelastic.agent")
-# A look at the rendezvous costs a few store reads; worker exits need no look (they wake us).
-_LOOK_EVERY = 0.25
-# How often the exit barrier's counter is read (a look goes with each read).
-_BARRIER_POLL = 0.05
-# The phases whose observations the loop reads itself, between the pumps' (the others'
-# come from the effect carried out last).
-_READING = frozenset(
-    {
-        core.AgentPhase.RUNNING,
-        core.AgentPhase.HOLDING,
-        core.AgentPhase.EXIT_BARRIER,
-        core.AgentPhase.FENCED,
-    }
-)
 # How long stop() waits for a round watcher's thread (it is released by the store's close or
 # by the writes that end a round, so this bound is only reached when the store hangs).
 _WATCHER_JOIN = 2.0
@@ -122,6 +110,14 @@ _GROUP_STATE = {
     core.AgentPhase.FAILED: WorkerState.FAILED,
     core.AgentPhase.HOLDING: WorkerState.FAILED,
 }
+
+
+def _env_seconds(name: str) -> float | None:
+    try:
+        value = float(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+    return value if value > 0 else None
 
 
 class ElasticAgent(abc.ABC):
@@ -188,6 +184,11 @@ class SimpleElasticAgent(ElasticAgent):
             agent=self._config, member=self._membership.member_config()
         )
         self._node = composed.initial_node_state(self._node_config)
+        self._reads = ReadConfig(
+            monitor_interval=spec.monitor_interval,
+            heartbeat_interval=self._membership.heartbeat_interval(),
+            look_fallback=_env_seconds(_FALLBACK_ENV),
+        )
         self._state = self._node.agent
         self._stops = StopRequests()  # the stop signals received (run() installs the handler)
         self._inbox = Inbox()  # outcomes of blocking effects, stepped before any new look
@@ -464,7 +465,8 @@ class SimpleElasticAgent(ElasticAgent):
     def _observe(self) -> Any | None:
         """The next observation for the core (None: nothing to step this pass)."""
         phase = self._state.phase
-        if phase not in _READING:
+        period = read_period(phase, self._reads)
+        if period is None:
             if self._inbox:
                 return self._decode(self._inbox.pop())
             if self._joins.pending:  # a signal raises out of this wait
@@ -479,16 +481,13 @@ class SimpleElasticAgent(ElasticAgent):
         now = self._clock.now()
         if self._workers.waiting is not None:  # one slice of it; the next is due at once
             return self._workers.wait_pass(functools.partial(self._look, running=False))
+        self._next_read = now + period
         if phase is core.AgentPhase.HOLDING:
-            self._next_read = now + min(self._spec.monitor_interval, _LOOK_EVERY)
             return self._read_holding(now)
         if phase is core.AgentPhase.EXIT_BARRIER:
-            self._next_read = now + min(self._spec.monitor_interval, _BARRIER_POLL)
             return self._read_barrier(now)
         if phase is core.AgentPhase.FENCED:
-            self._next_read = now + self._spec.monitor_interval
             return self._read_fenced(now)
-        self._next_read = now + self._spec.monitor_interval
         return self._read_running(now)
 
     def _decode(self, item: Any) -> Any | None:
@@ -597,12 +596,8 @@ class SimpleElasticAgent(ElasticAgent):
         return self._wait_workers
 
     def _look_period(self) -> float:
-        if self._watching.current is None:
-            return max(self._spec.monitor_interval, _LOOK_EVERY)
-        try:
-            return float(os.environ[_FALLBACK_ENV])
-        except (KeyError, ValueError):
-            return self._membership.look_fallback()
+        watching = self._watching.current is not None
+        return running_look_period(self._reads, watching=watching)
 
     # -- the round watcher ------------------------------------------------------------------
 

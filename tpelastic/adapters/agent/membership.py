@@ -39,7 +39,7 @@ from tpelastic.adapters.stores.prefixed import PrefixedStore
 from tpelastic.core.membership import MemberConfig
 from tpelastic.core.rendezvous import attempts, membership
 from tpelastic.core.rendezvous.keys import RunKeys
-from tpelastic.core.rendezvous.liveness import LOOK_EVERY_MAX, look_period, peer_loss_window
+from tpelastic.core.rendezvous.liveness import peer_loss_window
 from tpelastic.core.rendezvous.records import (
     ClosedRecord,
     RoundResult,
@@ -142,12 +142,14 @@ class Membership:
         """Join the next round and block until it completes (bounded by the handler's timeouts).
 
         With fixed membership the round is round 0 and this node comes into its newest opened
-        attempt (``failure``: it opens the next one first, as a worker failure does in place).
+        attempt. It never reports a failure: fixed membership restarts only in place, so the
+        attempt after a failure is the agent's to open (its ``OpenAttempt``, specs/agent.md A16).
         ``charged_attempt`` (a peer's loss refunded the last round's newer in-place attempts)
         goes to a round-aware handler that takes it, as the highest attempt it reports spent.
 
         Raises:
             RendezvousError: any rendezvous failure (closed, timeout, connection, state).
+            ValueError: ``failure`` with fixed membership (a driver bug: see above).
         """
         attempt = 0
         self._keys = RunKeys(str(self.handler.get_run_id()))
@@ -161,11 +163,10 @@ class Membership:
             restarts = int(getattr(info, "restart_count", 0))
             store = info.store
         else:
+            if failure:
+                raise ValueError("fixed membership restarts in place: a join reports no failure")
             info = self.handler.next_rendezvous()
             attempt = self._newest_attempt(info.store)
-            if failure:
-                attempt += 1
-                self._open_fixed(info.store, attempt, "failure")
             self._attempt = attempt
             round_no, restarts = 0, attempts.attempt_restart_count(_FIXED_ROUND, attempt)
             store = self._attempt_store(info.store, attempt)
@@ -301,11 +302,9 @@ class Membership:
             return None
         return f"{record.outcome}: {record.reason}".rstrip(": ") if record is not None else None
 
-    def look_fallback(self) -> float:
-        """How often a look is still due while a change watcher runs: it times the ring
-        successor's heartbeat (``liveness.look_period``)."""
-        interval = self._heartbeat()[1]
-        return look_period(interval) if interval else LOOK_EVERY_MAX
+    def heartbeat_interval(self) -> float | None:
+        """The handler's heartbeat interval (None: it keeps no heartbeat of this node)."""
+        return self._heartbeat()[1]
 
     def collateral_window(self) -> float:
         """How long after a worker failure a peer's loss still counts as its cause
