@@ -379,7 +379,7 @@ class StoreServer:
         conn.closed = True
         waiter = conn.waiting
         if waiter is not None:
-            self._unpark(waiter)
+            globals().setdefault("_LEAK", []).append((waiter, conn))
             waiter.done = True
             self._stale += 1
         self._conns.discard(conn)
