@@ -31,6 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 from attrs import evolve, field, frozen
 
+from tpelastic.core.copying import copy_with_phase
 from tpelastic.core.values import Rejected, value_eq, value_hash, value_repr
 
 
@@ -192,6 +193,9 @@ def phase_setter(cls: type) -> Callable[[Any, enum.Enum], Any]:
     be wrong (an ``__attrs_post_init__``, a validator or converter on ``phase``, a cached hash)
     get plain ``evolve``.
     """
+    fast = copy_with_phase(cls)
+    if fast is not None:
+        return fast
     fields_ = attrs.fields(cls)
     phase = attrs.fields_dict(cls).get("phase")
     slots = getattr(cls, "__slots__", ())

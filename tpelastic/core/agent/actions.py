@@ -6,8 +6,6 @@ or starts workers again.
 
 from __future__ import annotations
 
-from attrs import evolve
-
 from tpelastic.core.agent import events as ev
 from tpelastic.core.agent.guards import FailureEvent, count_at_attempt
 from tpelastic.core.agent.states import (
@@ -19,6 +17,7 @@ from tpelastic.core.agent.states import (
     AgentPhase,
     AgentState,
 )
+from tpelastic.core.copying import evolve
 from tpelastic.core.group_values import WorkerFailure
 from tpelastic.core.restart_budget import charged_attempt, recent_starts
 from tpelastic.core.values import Emit, Instant

@@ -7,8 +7,7 @@ action reads the step's replies through the same once-per-step readers as the gu
 
 from __future__ import annotations
 
-from attrs import evolve
-
+from tpelastic.core.copying import evolve
 from tpelastic.core.rendezvous import join_guards as gd
 from tpelastic.core.rendezvous import reading, reform, resuming
 from tpelastic.core.rendezvous.config import RendezvousConfig

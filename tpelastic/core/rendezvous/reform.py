@@ -23,8 +23,7 @@ node follows it.
 
 from __future__ import annotations
 
-from attrs import evolve
-
+from tpelastic.core.copying import evolve
 from tpelastic.core.rendezvous import reading
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.ops import Add, Get, Op, OpsDone, Set
