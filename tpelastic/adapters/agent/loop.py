@@ -370,19 +370,15 @@ class SimpleElasticAgent(ElasticAgent):
                 self._pumps.stop()
                 self._stop_workers("agent exiting")
                 self._stop_spares()
-                # A job that ended for everyone (succeeded, or failed and closed: exit 1) keeps
-                # the store host up until its peers have seen the end, not only a success; so
-                # does a host whose rendezvous failed (it may have closed the run for corrupt
-                # state), as its peers can learn that only from its store.
+                # Who waits for whom before the store goes down is the core's departure
+                # table (specs/departure.md); this carries out its slices.
                 code = self._state.exit_code
-                hosting = self._membership.hosts_store
-                if code in (core.EXIT_OK, core.EXIT_WORKERS_FAILED) or (
-                    code == core.EXIT_RENDEZVOUS_FAILED and hosting
-                ):
+                if code is not None:
                     from tpelastic.adapters.agent.barrier import depart
 
                     depart(
                         self._membership,
+                        code,
                         self._spec.exit_barrier_timeout,
                         self._clock,
                         stopped=lambda: self._stops.stopping,

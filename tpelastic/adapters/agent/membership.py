@@ -20,7 +20,6 @@ attempt's number.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from attrs import evolve, frozen
@@ -30,7 +29,6 @@ from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous.driver import execute_ops
 from tpelastic.adapters.rendezvous.errors import (
-    RendezvousConnectionError,
     RendezvousStateError,
     store_errors_as_rendezvous_errors,
 )
@@ -466,35 +464,4 @@ def counter_value(blob: bytes | None, default: int) -> int:
         raise RendezvousStateError(f"expected a decimal counter, got {blob[:40]!r}") from None
 
 
-def wait_counter(
-    store: Any,
-    key: str,
-    target: int,
-    deadline: float,
-    poll: float,
-    clock: Clock = SYSTEM_CLOCK,
-    *,
-    stopped: Callable[[], bool] = lambda: False,
-) -> bool:
-    """Wait until the counter at ``key`` reaches ``target`` (True), or ``deadline`` (monotonic)
-    passes or ``stopped()`` (False).
-
-    Raises:
-        RendezvousConnectionError: the store could not be reached.
-    """
-    while not stopped():
-        try:
-            value = counter_value(store.get(key), 0)
-        except RendezvousStateError:
-            raise
-        except Exception as error:
-            raise RendezvousConnectionError(f"reading {key!r}: {error}") from error
-        if value >= target:
-            return True
-        if clock.now() >= deadline:
-            return False
-        clock.sleep(poll)
-    return False
-
-
-__all__ = ["Joined", "Look", "Membership", "counter_value", "wait_counter"]
+__all__ = ["Joined", "Look", "Membership", "counter_value"]
