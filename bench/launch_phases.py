@@ -1,11 +1,14 @@
-"""Where the time of a standalone 2-worker no-op ``tpelastic run`` goes, phase by phase.
+"""Where the time of a 2-worker no-op ``tpelastic run`` goes, phase by phase, standalone and c10d.
 
 Each trial runs a child process that launches the job in-process (the same code path as
-``python -m tpelastic.run --standalone --nproc-per-node 2 noop.py``) with timestamps taken at
-the borders of the launch's phases; the parent adds the interpreter's start and exit. Medians
-over the trials, with the load average, and two bare interpreters in parallel for reference.
+``python -m tpelastic.run --standalone --nproc-per-node 2 noop.py``, or with ``--nnodes 1
+--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:<free port>`` for the multi-node path) with
+timestamps taken at the borders of the launch's phases; the parent adds the interpreter's start
+and exit. The backends run round-robin, one column each; medians over the trials, with the load
+average, and two bare interpreters in parallel for reference.
 
     python bench/launch_phases.py --trials 15
+    python bench/launch_phases.py --trials 15 --backends c10d,tcp,file
 
 ``--imports`` adds the agent's import time by package (``python -X importtime``, self times,
 median over the trials; importtime's own bookkeeping inflates them by 20-40 %).
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -32,13 +36,16 @@ PY = sys.executable
 PHASES = (
     ("interpreter start", "spawned", "main"),
     ("imports (cli, launcher, agent, core)", "main", "imported"),
-    ("rendezvous handler (imports its modules)", "imported", "handler"),
-    ("join + agent steps", "handler", "start_processes"),
+    ("rendezvous handler (its imports; c10d: hosts the store)", "imported", "handler"),
+    ("join: to the round's info", "handler", "joined"),
+    ("  of it: bootstrap store started (c10d)", "serving", "served"),
+    ("agent steps to the start", "joined", "start_processes"),
     ("start workers (fork/exec, watchdog)", "start_processes", "started"),
     ("workers run (bare would too)", "started", "ended"),
     ("stop, exit barrier, close", "ended", "returned"),
     ("interpreter exit", "returned", "exited"),
 )
+BACKENDS = ("standalone", "c10d")
 
 CHILD = """
 import gc, json, sys, time
@@ -61,6 +68,10 @@ def stamp(name, fn, when="after"):
     return wrapped
 
 launch.create_rendezvous_handler = stamp("handler", launch.create_rendezvous_handler)
+from tpelastic.adapters.rendezvous.dynamic import DynamicRendezvousHandler as Dynamic
+Dynamic.next_rendezvous = stamp("joined", Dynamic.next_rendezvous)
+from tpelastic.adapters.rendezvous.bootstrap import BootstrapHost
+BootstrapHost.serve = stamp("served", stamp("serving", BootstrapHost.serve, "before"))
 local.start_processes = stamp("started", stamp("start_processes", local.start_processes, "before"))
 _wait = PContext.wait
 def wait(self, *args, **kwargs):
@@ -86,8 +97,19 @@ def env() -> dict[str, str]:
     return out
 
 
-def trial(noop: str) -> dict[str, float]:
-    argv = ["--standalone", "--nproc-per-node", "2", noop]
+def one_node(backend: str) -> list[str]:
+    """``--standalone``, or the multi-node path on one node: ``backend`` on a free loopback port
+    (the agent hosts the rendezvous store and the workers' bootstrap store)."""
+    if backend == "standalone":
+        return ["--standalone"]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return ["--nnodes", "1", "--rdzv-backend", backend, "--rdzv-endpoint", f"127.0.0.1:{port}"]
+
+
+def trial(noop: str, backend: str = "standalone") -> dict[str, float]:
+    argv = [*one_node(backend), "--nproc-per-node", "2", noop]
     spawned = time.time()
     done = subprocess.run(
         [PY, "-c", CHILD, *argv], capture_output=True, text=True, env=env(), timeout=60
@@ -124,13 +146,13 @@ def _group(module: str) -> str:
     return "standard library and the rest"
 
 
-def import_groups(noop: str, trials: int) -> dict[str, float]:
+def import_groups(noop: str, trials: int, backend: str = "standalone") -> dict[str, float]:
     """Median self time (ms) of the agent's imports by group, interpreter start excluded."""
-    argv = [PY, "-X", "importtime", "-m", "tpelastic.run", "--standalone"]
-    argv += ["--nproc-per-node", "2", noop]
     base = _self_times(subprocess.run([PY, "-X", "importtime", "-c", "pass"], **_quiet()).stderr)
     runs = []
     for _ in range(trials):
+        argv = [PY, "-X", "importtime", "-m", "tpelastic.run", *one_node(backend)]
+        argv += ["--nproc-per-node", "2", noop]
         times = _self_times(subprocess.run(argv, **_quiet()).stderr)
         totals: dict[str, float] = {}
         for module, micros in times.items():
@@ -208,6 +230,9 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=15)
     parser.add_argument("--imports", action="store_true", help="also the imports by package")
     parser.add_argument(
+        "--backends", default=",".join(BACKENDS), help="standalone and/or c10d, tcp, ...: columns"
+    )
+    parser.add_argument(
         "--first-line",
         action="store_true",
         help="only: time to the workers' first lines, bare, behind minimal parents, tpelastic",
@@ -215,34 +240,63 @@ def main() -> int:
     args = parser.parse_args()
     if args.first_line:
         return print_first_lines(args.trials)
+    backends = [b.strip() for b in args.backends.split(",")]
+    print(f"load average before: {load()}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         noop = os.path.join(folder, "noop.py")
         with open(noop, "w") as out:
             out.write("pass\n")
-        trial(noop)  # warm-up: bytecode caches
-        trials, bares = [], []
-        for _ in range(args.trials):
-            trials.append(trial(noop))
+        for backend in backends:
+            trial(noop, backend)  # warm-up: bytecode caches
+        trials: dict[str, list[dict[str, float]]] = {b: [] for b in backends}
+        bares, loads = [], []
+        for _ in range(args.trials):  # round-robin: a change of load hits every column alike
+            loads.append(os.getloadavg()[0])
+            for backend in backends:
+                trials[backend].append(trial(noop, backend))
             bares.append(bare(noop))
-        groups = import_groups(noop, args.trials) if args.imports else {}
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"{args.trials} trials, load average after: {load}")
-    print("| phase | median ms |\n|---|---|")
+        groups = {b: import_groups(noop, args.trials, b) for b in backends} if args.imports else {}
+    print(
+        f"{args.trials} rounds, 1-min load over them: median {statistics.median(loads):.2f}, "
+        f"{min(loads):.2f}-{max(loads):.2f}; load average after: {load()}"
+    )
+    print(f"| phase, median ms | {' | '.join(backends)} |")
+    print(f"|---|{'---|' * len(backends)}")
+
+    def row(name: str, values: list[float | None]) -> None:
+        cells = ["-" if v is None else f"{v * 1000:.0f}" for v in values]
+        print(f"| {name} | {' | '.join(cells)} |")
+
+    def phase(runs: list[dict[str, float]], start: str, end: str) -> float | None:
+        spans = [t[end] - t[start] for t in runs if start in t and end in t]
+        return statistics.median(spans) if spans else None
+
     for name, start, end in PHASES:
-        print(f"| {name} | {statistics.median(t[end] - t[start] for t in trials) * 1000:.0f} |")
-    total = statistics.median(t["exited"] - t["spawned"] for t in trials)
+        row(name, [phase(trials[b], start, end) for b in backends])
+    totals = [statistics.median(t["exited"] - t["spawned"] for t in trials[b]) for b in backends]
     reference = statistics.median(bares)
-    print(f"| **total** | **{total * 1000:.0f}** |")
-    print(f"| two bare interpreters in parallel | {reference * 1000:.0f} |")
-    print(f"| overhead (total - bare) | {(total - reference) * 1000:.0f} |")
-    cpu = statistics.median(t["cpu"] for t in trials)
-    print(f"| agent CPU time, user + sys (interpreter start included) | {cpu * 1000:.0f} |")
+    row("**total**", list(totals))
+    row("two bare interpreters in parallel", [reference] * len(backends))
+    row("overhead (total - bare)", [total - reference for total in totals])
+    row("spawn to the workers' start", [phase(trials[b], "spawned", "started") for b in backends])
+    cpus = [statistics.median(t["cpu"] for t in trials[b]) for b in backends]
+    row("agent CPU time, user + sys (interpreter start included)", list(cpus))
     if groups:
-        print("\n| agent imports by package (self time, -X importtime) | median ms |\n|---|---|")
-        for name, millis in sorted(groups.items(), key=lambda item: -item[1]):
-            print(f"| {name} | {millis:.1f} |")
-        print(f"| **all** | **{sum(groups.values()):.1f}** |")
+        print(
+            f"\n| agent imports by package (self time, -X importtime), median ms | "
+            f"{' | '.join(backends)} |"
+        )
+        print(f"|---|{'---|' * len(backends)}")
+        last = groups[backends[-1]]
+        names = sorted({k for g in groups.values() for k in g}, key=lambda k: -last.get(k, 0))
+        for name in names:
+            print(f"| {name} | {' | '.join(f'{groups[b].get(name, 0.0):.1f}' for b in backends)} |")
+        print(f"| **all** | {' | '.join(f'**{sum(groups[b].values()):.1f}**' for b in backends)} |")
     return 0
+
+
+def load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def print_first_lines(trials: int) -> int:

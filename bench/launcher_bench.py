@@ -15,7 +15,9 @@ Measures, for each launcher that is installed:
 
 ``tpelastic c10d`` is the multi-node path on one node (``--rdzv-backend c10d`` on a free
 loopback port: the agent hosts the rendezvous store and the workers' bootstrap store), beside
-``tpelastic`` (``--standalone``) on every run.
+``tpelastic`` (``--standalone``) on every run that measures tpelastic. After the table, tpelastic's
+rows over torchrun's and tensorplay run's of the same run, as ratios. ``--launchers`` may add
+``tpelastic no spares`` and ``tpelastic c10d no spares`` (warm spares off) and ``torchrun c10d``.
 
 Timings are taken round-robin (bare, then each launcher, then again), so that a change of load
 on a shared machine hits every column alike; the 1-minute load average is printed with every
@@ -78,8 +80,16 @@ LAUNCHERS = {
     "torchrun": ([PY, "-m", "torch.distributed.run"], "job_torch.py"),
     "tensorplay run": ([PY, "-m", "tensorplay.distributed.run"], "job_tensorplay.py"),
 }
-# Not run unless asked for (--launchers): torchrun's c10d path beside its --standalone.
-OPTIONAL = {"torchrun c10d": ([PY, "-m", "torch.distributed.run"], "job_torch.py")}
+# Not run unless asked for (--launchers): torchrun's c10d path beside its --standalone, and
+# tpelastic with warm spares off (they are on by default; see WARM_OFF).
+OPTIONAL = {
+    "torchrun c10d": ([PY, "-m", "torch.distributed.run"], "job_torch.py"),
+    "tpelastic no spares": ([PY, "-m", "tpelastic.run"], "job_tensorplay.py"),
+    "tpelastic c10d no spares": ([PY, "-m", "tpelastic.run"], "job_tensorplay.py"),
+}
+# Launchers run with warm spares off, to show what the spares cost a short job: nothing, since
+# the first are made TPELASTIC_WARM_DELAY (5 s) after the first start, later than these jobs end.
+WARM_OFF = {"tpelastic no spares", "tpelastic c10d no spares"}
 KNOWN = {**LAUNCHERS, **OPTIONAL}
 FLOORS = {
     "floor: python": ([PY, "-c", FLOOR, "python"], "job_tensorplay.py"),
@@ -92,8 +102,10 @@ FLOORS = {
 REPO_ON_PATH = True
 
 
-def env(**extra: str) -> dict[str, str]:
+def env(name: str = "", **extra: str) -> dict[str, str]:
     out = {**os.environ, "TPELASTIC_LOG_LEVEL": "WARNING", **extra}
+    if name in WARM_OFF:
+        out["TPELASTIC_WARM_WORKERS"] = "0"
     if REPO_ON_PATH:
         out["PYTHONPATH"] = str(REPO)
     out.setdefault("OMP_NUM_THREADS", "1")
@@ -111,7 +123,7 @@ def free_port() -> str:
 
 # Launchers measured on the c10d backend with one node. tensorplay's run has no --standalone;
 # its c10d backend on a free loopback port is the same.
-C10D = {"tpelastic c10d", "torchrun c10d", "tensorplay run"}
+C10D = {"tpelastic c10d", "tpelastic c10d no spares", "torchrun c10d", "tensorplay run"}
 
 
 def one_node(name: str) -> list[str]:
@@ -139,7 +151,7 @@ def launch(name: str, *, restarts: int = 0, **extra: str) -> tuple[float, str, i
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env(**extra),
+        env=env(name, **extra),
         start_new_session=True,
     )
     try:
@@ -210,10 +222,8 @@ def timed(name: str, **extra: str) -> tuple[float, float]:
 
 def installed(name: str) -> bool:
     module = KNOWN[name][0][-1]
-    return (
-        subprocess.run([PY, "-c", f"import {module}"], capture_output=True, env=env()).returncode
-        == 0
-    )
+    done = subprocess.run([PY, "-c", f"import {module}"], capture_output=True, env=env(name))
+    return done.returncode == 0
 
 
 def recovery(name: str) -> tuple[float, float] | None:
@@ -228,9 +238,13 @@ def recovery(name: str) -> tuple[float, float] | None:
 
 
 def peak_rss(name: str) -> float:
+    """The launcher's own process (the agent), sampled every 10 ms during a 2-worker gloo job:
+    its workers and any warm spares are processes of their own and are not counted."""
     base, job = KNOWN[name]
     cmd = [*base, *one_node(name), "--nproc-per-node", "2", str(HERE / job)]
-    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, env=env(name), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     agent, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
         try:
@@ -243,6 +257,14 @@ def peak_rss(name: str) -> float:
 
 def load() -> str:
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def uptime() -> str:
+    """``uptime``'s line (the load averages with the time), or the load averages alone."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return f"load average: {load()}"
 
 
 def load1() -> float:
@@ -297,9 +319,12 @@ def main() -> int:
     unknown = [n for n in wanted if n not in KNOWN]
     if unknown:
         raise SystemExit(f"unknown launcher(s) {unknown}: choose from {list(KNOWN)}")
+    if "tpelastic" in wanted and "tpelastic c10d" not in wanted:
+        # The multi-node path is the one users take: measured beside standalone every run.
+        wanted.insert(wanted.index("tpelastic") + 1, "tpelastic c10d")
     names = [n for n in wanted if installed(n)]
     floors = list(FLOORS) if args.floors else []
-    print(f"load average before: {load()}", flush=True)
+    print(f"uptime before: {uptime()}", flush=True)
     runs = round_robin(names + floors, args.repeat)
     times = {k: statistics.median(v) for k, v in runs.items()}
     bare_noop, bare_gloo = times["bare noop"], times["bare gloo"]
@@ -314,6 +339,7 @@ def main() -> int:
         "first line | recovery: group ready | recovery success | agent peak RSS | load |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    rss: dict[str, float] = {}
     for name in names + floors:
         noop, gloo = times[f"{name} noop"], times[f"{name} gloo"]
         row = f"| {name} | {noop:.3f} s | {noop - bare_noop:.3f} s | "
@@ -326,11 +352,36 @@ def main() -> int:
         if name in FLOORS:
             row += "- | "
         else:
-            row += f"{statistics.median(peak_rss(name) for _ in range(3)):.0f} MiB | "
+            rss[name] = statistics.median(peak_rss(name) for _ in range(3))
+            row += f"{rss[name]:.0f} MiB | "
         print(row + f"{load1():.2f} |", flush=True)
+    print_ratios(times, rss, names)
     print_paired(runs, names + floors)
-    print(f"load average after: {load()}")
+    print(f"uptime after: {uptime()}")
     return 0
+
+
+OURS = ("tpelastic", "tpelastic c10d")
+ANCHORS = ("torchrun", "torchrun c10d", "tensorplay run")
+
+
+def print_ratios(times: dict[str, float], rss: dict[str, float], names: list[str]) -> None:
+    """tpelastic's rows over each anchor's of the same run: no-op overhead, gloo job time and
+    agent peak RSS (below 1: tpelastic is faster or smaller)."""
+    ours = [n for n in OURS if n in names]
+    anchors = [n for n in ANCHORS if n in names]
+    if not ours or not anchors:
+        return
+    print("\nRatios in this run (tpelastic's over the anchor's; < 1: tpelastic is better):")
+    print("| launcher | against | no-op overhead | gloo job | agent peak RSS |")
+    print("|---|---|---|---|---|")
+    bare_noop = times["bare noop"]
+    for name in ours:
+        for anchor in anchors:
+            over = (times[f"{name} noop"] - bare_noop) / (times[f"{anchor} noop"] - bare_noop)
+            gloo = times[f"{name} gloo"] / times[f"{anchor} gloo"]
+            size = rss[name] / rss[anchor] if rss.get(anchor) else float("nan")
+            print(f"| {name} | {anchor} | {over:.2f} | {gloo:.2f} | {size:.2f} |")
 
 
 def quartiles(values: list[float]) -> tuple[float, float, float]:

@@ -27,6 +27,9 @@ HEAVY_IN_AGENT = ("tensorplay", "torch", "numpy", "transitions", "hypothesis")
 # is a loopback literal needs no interface list (psutil: ~2.5 MiB). etcd's HTTP client needs
 # hashlib, so only the TCPStore path is held to these.
 HEAVY_IN_A_TCP_AGENT = ("hashlib", "_hashlib", "hmac", "psutil")
+# The agent's run folder (timer pipe, progress files) is made without tempfile, which brings
+# shutil, random and the compressors: a few ms of every multi-node start.
+HEAVY_IN_A_TCP_AGENT += ("tempfile", "shutil", "random", "bz2", "lzma")
 
 WORKER = textwrap.dedent(
     """

@@ -109,9 +109,11 @@ class Observers:
         if self._events is not None and hasattr(self._spec.rdzv_handler, "record_join_step"):
             self._spec.rdzv_handler.record_join_step = self._join_stepped
         if self._spec.timers or self.watches_progress:
-            import tempfile
+            # Not tempfile: with shutil, random and the compressors it costs a multi-node
+            # agent's start a few ms (logs.make_temp_dir says the same for the log folder).
+            from tpelastic.adapters.workers.logs import make_temp_dir
 
-            self._dir = tempfile.mkdtemp(prefix="tpelastic-agent-")
+            self._dir = make_temp_dir("tpelastic-agent-")
         if self._spec.timers:
             from tpelastic.adapters.timer.file_based import FileTimerServer
 
@@ -168,9 +170,7 @@ class Observers:
                     pass
         self._timer = self._health = None
         if self._dir is not None:
-            import shutil
-
-            shutil.rmtree(self._dir, ignore_errors=True)
+            _remove_folder(self._dir)
             self._dir = None
 
     # -- events ---------------------------------------------------------------------------------
@@ -569,6 +569,22 @@ def _current_trace() -> str:
     import traceback
 
     return traceback.format_exc()
+
+
+def _remove_folder(path: str) -> None:
+    """Remove the agent's run folder (files only: the timer pipe, progress files) without
+    importing shutil; never raises."""
+    try:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                os.unlink(entry.path)
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:  # something else in there: the general tool
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
 
 
 __all__ = ["PROGRESS_FILE_ENV", "TIMER_FILE_ENV", "Observers", "describe_stall"]
