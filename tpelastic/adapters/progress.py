@@ -5,9 +5,10 @@ bytes to a file the agent named in ``TPELASTIC_PROGRESS_FILE``; without that var
 nothing). Around a collective wait, :func:`waiting` marks the worker as blocked on its peers, so
 when everyone stops the agent can tell the rank that hangs from the ranks waiting for it.
 
-Agent side: :func:`read_progress` reads a file, and :class:`ProgressWatch` turns the counts it is
-fed, with the agent's own monotonic ``now``, into "rank r idle for X s". The watch reads no clock
-and touches no file, so it is tested with plain numbers.
+Agent side: :func:`read_progress` reads a file, and :class:`ProgressWatch` feeds the counts, with
+the agent's own monotonic ``now``, to the core's hang watch (``tpelastic.core.progress``),
+which decides "rank r idle for X s". The watch reads no clock and touches no file, so it is
+tested with plain numbers.
 
 File format (85 bytes of ASCII, rewritten in place with one ``pwrite``)::
 
@@ -25,33 +26,16 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping
 
-from attrs import frozen
+from attrs import evolve
 
 from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.ports import Clock
+from tpelastic.core import progress
+from tpelastic.core.progress import ProgressSample, Stall
 
 PROGRESS_FILE_ENV = "TPELASTIC_PROGRESS_FILE"
 _RECORD_LEN = 85
 _NAME_LEN = 24
-
-
-@frozen(kw_only=True)
-class ProgressSample:
-    """One read of a worker's progress file.
-
-    Attributes:
-        counter: steps so far.
-        waiting: inside a wait on other ranks (``waiting()``, or a collective when hooked).
-        step_seconds: how long the last step took; None before the second step.
-        collectives: how many collectives the worker has entered (0 when not hooked).
-        collective: the last collective's name ("" before the first).
-    """
-
-    counter: int
-    waiting: bool
-    step_seconds: float | None = None
-    collectives: int = 0
-    collective: str = ""
 
 
 class ProgressReporter:
@@ -198,25 +182,9 @@ def read_progress(path: str | os.PathLike[str]) -> ProgressSample | None:
         return None
 
 
-@frozen(kw_only=True)
-class Stall:
-    """A rank that has made no progress for ``idle_for`` seconds."""
-
-    rank: int
-    idle_for: float
-    counter: int | None  # None: never reported a step
-    waiting: bool  # True: blocked in a collective, probably on another rank
-    collectives: int = 0  # how many collectives it entered (0 without the collective hook)
-    collective: str = ""  # the last one's name
-
-    def describe(self) -> str:
-        last = "no step yet" if self.counter is None else f"last step {self.counter}"
-        why = ", waiting in a collective" if self.waiting else ""
-        return f"rank {self.rank} made no progress for {self.idle_for:.1f} s ({last}{why})"
-
-
 class ProgressWatch:
-    """Decides which ranks are stuck from their counters and the observer's monotonic time.
+    """Which ranks are stuck, from their counters and the observer's monotonic time: the
+    core's hang watch (``tpelastic.core.progress``), stepped with what it is fed.
 
     A rank is stuck once its counter has not changed for ``idle_timeout`` seconds (or for
     ``first_step_timeout`` before its first step, since startup and loading take longer).
@@ -243,10 +211,25 @@ class ProgressWatch:
             raise ValueError(f"timeouts must be > 0, got {idle_timeout} and {first}")
         self.idle_timeout = idle_timeout
         self.first_step_timeout = first
-        self._last: dict[int, tuple[int | None, float, bool]] = {
-            r: (None, now, False) for r in ranks
-        }
-        self._samples: dict[int, ProgressSample | None] = dict.fromkeys(ranks)
+        # inf: read for the health endpoint only, never stuck.
+        never = idle_timeout == float("inf")
+        self._config = progress.ProgressConfig(
+            idle_timeout=None if never else idle_timeout,
+            first_step_timeout=None if never else first,
+        )
+        started = progress.WatchStarted(now=now, ranks=tuple(ranks))
+        self._state = progress.step(progress.ProgressState(), started, self._config).state
+        self._watched = frozenset(ranks)
+
+    @classmethod
+    def from_config(
+        cls, ranks: list[int] | tuple[int, ...], now: float, config: progress.ProgressConfig
+    ) -> ProgressWatch:
+        """The watch the core's ``config`` describes (``progress.progress_config``)."""
+        idle = config.idle_timeout
+        if idle is None:
+            return cls(ranks, now, idle_timeout=float("inf"))
+        return cls(ranks, now, idle_timeout=idle, first_step_timeout=config.first_step_timeout)
 
     def observe(self, rank: int, sample: ProgressSample | None, now: float) -> None:
         """Feed one read of ``rank``'s progress; None (nothing readable yet) changes nothing.
@@ -254,46 +237,59 @@ class ProgressWatch:
         Raises:
             KeyError: naming the rank if it is not watched.
         """
-        if rank not in self._last:
-            raise KeyError(f"rank {rank} is not watched")
-        counter, since, _ = self._last[rank]
-        if sample is None:
-            return
-        self._samples[rank] = sample
-        # A fresh file holds 0: that is the worker starting, not a step, so it opens no new window.
-        if sample.counter != counter and not (counter is None and sample.counter == 0):
-            since = now
-        self._last[rank] = (sample.counter, since, sample.waiting)
+        self.observe_all({rank: sample}, now)
 
     def observe_all(self, samples: Mapping[int, ProgressSample | None], now: float) -> None:
-        for rank, sample in samples.items():
-            self.observe(rank, sample, now)
+        for rank in samples:
+            if rank not in self._watched:
+                raise KeyError(f"rank {rank} is not watched")
+        found = tuple((r, s) for r, s in samples.items() if s is not None)
+        read = progress.ProgressRead(now=now, samples=found)
+        self._state = evolve(self._state, ranks=progress.observed(self._state.ranks, read))
+
+    def read(
+        self, samples: Mapping[int, ProgressSample | None], now: float, live: tuple[int, ...]
+    ) -> Stall | None:
+        """Step the watch with one read of every file (``live``: the ranks whose processes
+        still run): the core's verdict, the likely cause among the stuck live ranks, or None.
+
+        Raises:
+            KeyError: naming a rank that is not watched.
+        """
+        for rank in samples:
+            if rank not in self._watched:
+                raise KeyError(f"rank {rank} is not watched")
+        read = progress.ProgressRead(
+            now=now,
+            samples=tuple((r, s) for r, s in samples.items() if s is not None),
+            live=live,
+        )
+        done = progress.step(self._state, read, self._config)
+        self._state = done.state
+        found = [e for e in done.effects if isinstance(e, Stall)]
+        return found[0] if found else None
 
     def stalled(self, now: float) -> list[Stall]:
         """The stuck ranks, ranks not waiting on a collective first (they are the likely cause)."""
-        stalls = []
-        for rank, (counter, since, waiting) in self._last.items():
-            idle = now - since
-            limit = self.first_step_timeout if counter in (None, 0) else self.idle_timeout
-            if idle >= limit:
-                sample = self._samples[rank]
-                stalls.append(
-                    Stall(
-                        rank=rank,
-                        idle_for=idle,
-                        counter=counter,
-                        waiting=waiting,
-                        collectives=sample.collectives if sample is not None else 0,
-                        collective=sample.collective if sample is not None else "",
-                    )
-                )
-        # The likely cause first: not waiting, then the fewest collectives entered.
-        return sorted(stalls, key=lambda s: (s.waiting, s.collectives, s.rank))
+        return list(progress.stalls(self._state.ranks, now, self._config))
 
     def samples(self) -> dict[int, ProgressSample | None]:
         """The last readable sample of each rank (None before the first)."""
-        return dict(self._samples)
+        return {held.rank: held.sample for held in self._state.ranks}
 
     def last_progress_age(self, now: float) -> dict[int, float]:
         """Seconds since each rank's last progress (for the health endpoint)."""
-        return {rank: now - since for rank, (_c, since, _w) in self._last.items()}
+        return {held.rank: now - held.since for held in self._state.ranks}
+
+
+__all__ = [
+    "PROGRESS_FILE_ENV",
+    "ProgressReporter",
+    "ProgressSample",
+    "ProgressWatch",
+    "Stall",
+    "barrier",
+    "read_progress",
+    "step",
+    "waiting",
+]

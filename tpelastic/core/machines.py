@@ -7,7 +7,7 @@ from tpelastic.core.table import Table
 
 def all_tables() -> tuple[Table, ...]:
     """The validated tables of every machine (each is built once, at its module's import)."""
-    from tpelastic.core import agent, membership, worker, worker_group
+    from tpelastic.core import agent, membership, progress, worker, worker_group
     from tpelastic.core.agent import departure
     from tpelastic.core.rendezvous import join, join_retry, member, peer_wait
 
@@ -18,6 +18,7 @@ def all_tables() -> tuple[Table, ...]:
     tables.append(peer_wait.TABLE)
     tables.append(worker.TABLE)
     tables.append(worker_group.TABLE)
+    tables.append(progress.TABLE)
     tables.append(agent.TABLE)
     tables.append(membership.TABLE)
     tables.append(departure.TABLE)

@@ -43,9 +43,6 @@ STRAGGLER_FACTOR_ENV = "TPELASTIC_STRAGGLER_FACTOR"
 _TIMER_INTERVAL = 0.5  # a late worker is killed at most about this long after its deadline
 _EXPIRY_GRACE = 0.5  # how long a SIGKILLed worker's failure waits for the timer's own report
 _READ_EVERY = 0.2  # progress files are read at most this often
-# Starting a worker (imports, process group, data) takes longer than a step; unless told
-# otherwise the agent allows at least this long for the first step.
-FIRST_STEP_DEFAULT = 60.0
 # Agents publish a status record this often (and at every change of their state); 0 is off.
 STATUS_INTERVAL_ENV = "TPELASTIC_STATUS_INTERVAL"
 _STATUS_EVERY = 2.0
@@ -322,6 +319,7 @@ class Observers:
 
     def _new_watch(self, round_no: int, ranks: list[int], now: float) -> None:
         from tpelastic.adapters.progress import ProgressWatch
+        from tpelastic.core.progress import progress_config
 
         assert self._dir is not None
         for old in self._progress_files.values():
@@ -329,13 +327,13 @@ class Observers:
                 os.unlink(old)
             except OSError:
                 pass
-        timeout = self._spec.stall_timeout or float("inf")  # health only: never stuck
-        first = self._spec.stall_first_step_timeout or max(timeout, FIRST_STEP_DEFAULT)
+        spec = self._spec
+        config = progress_config(spec.stall_timeout, spec.stall_first_step_timeout)
         with self._lock:
             self._progress_files = {
                 r: os.path.join(self._dir, f"progress_r{round_no}_{r}") for r in ranks
             }
-            self._watch = ProgressWatch(ranks, now, idle_timeout=timeout, first_step_timeout=first)
+            self._watch = ProgressWatch.from_config(ranks, now, config)
             self._live = tuple(ranks)
             self._straggling = set()
 
@@ -349,7 +347,8 @@ class Observers:
                 self._expired.pop(pid, None)
 
     def stuck(self, now: float, live_ranks: Callable[[], tuple[int, ...]]) -> Any | None:
-        """The first ``Stall`` among the live local ranks, or None (also when not watching).
+        """The core's verdict on one read of the progress files: the ``Stall`` of the likely
+        cause among the stuck live local ranks, or None (also when not watching).
 
         ``live_ranks()`` (asked only when the files are due to be read) says which local ranks'
         processes still run: a worker that has ended is never stuck.
@@ -357,22 +356,21 @@ class Observers:
         if self._watch is None or now < self._next_read:
             return None
         from tpelastic.adapters.agent import publish
+        from tpelastic.adapters.progress import read_progress
 
         self._next_read = now + _READ_EVERY
         live = live_ranks()
         with self._lock:
             self._live = live
-            self._read_all(now)
+            read = {rank: read_progress(path) for rank, path in self._progress_files.items()}
+            stall = self._watch.read(read, now, live)
             samples = self._watch.samples()
-            stalls = [s for s in self._watch.stalled(now) if s.rank in live]
         first = self._state().group_rank * self._spec.local_world_size
         for rank, sample in samples.items():
             if sample is not None and sample.counter > 0:
                 publish.rank_progress(first + rank, sample.counter, sample.step_seconds)
         self._check_stragglers(first, samples)
-        if self._spec.stall_timeout is None:
-            return None
-        return stalls[0] if stalls else None
+        return stall
 
     def _check_stragglers(self, first: int, samples: dict[int, Any]) -> None:
         """Log each local rank once per attempt when its last step takes the straggler factor
