@@ -53,6 +53,7 @@ class CountingStore:
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
         self.first_add_done = 0.0  # for a join: when this agent's arrival was counted
+        self.held_waits = 0  # held waits for a change (not store operations: they only wait)
 
     def _count(self, name: str) -> None:
         with self._lock:
@@ -303,13 +304,18 @@ def _victim(
 def _watch(
     host: Host, raw: Any, config: Any, result: Any, node: str, record: dict[str, Any]
 ) -> str:
-    """Look at the next round every ``--watch-interval`` as an agent would; return why to rejoin.
+    """Watch the next round as the agent does; return why to rejoin.
 
-    Also times the ring successor's heartbeat on this thread's clock and reports it dead.
+    Between looks a held store wait for any of the keys that end the world (closed, the next
+    round opened, an arrival at it) wakes the member at once, as the agent's round watcher
+    does; a look (the watch batch and the ring successor's heartbeat, judged on this thread's
+    clock) is due every ``--watch-interval`` s (0: the agent's own look period,
+    ``liveness.look_period`` of the heartbeat interval). ``--watch-poll`` only looks, sleeping
+    in between (stores without a held wait).
     """
     from tpelastic.adapters.rendezvous.driver import execute_ops
     from tpelastic.core.rendezvous.keys import RunKeys
-    from tpelastic.core.rendezvous.liveness import LivenessTracker
+    from tpelastic.core.rendezvous.liveness import LivenessTracker, look_period
     from tpelastic.core.rendezvous.membership import (
         open_next_round_ops,
         read_watch,
@@ -322,6 +328,10 @@ def _watch(
     keys, store = RunKeys(RUN_ID), CountingStore(raw)
     successor = ring_successor(result, node)
     liveness = LivenessTracker()
+    every = host.args.watch_interval or look_period(config.heartbeat_interval)
+    held = None if host.args.watch_poll else getattr(raw, "wait_any", None)
+    nxt = result.round_no + 1
+    change = [keys.closed(), keys.opened(nxt), keys.arrivals(nxt)]
     try:
         while time.monotonic() < host.deadline:
             seen = read_watch(execute_ops(store, watch_ops(keys, result.round_no)))
@@ -332,6 +342,8 @@ def _watch(
             if seen.waiting > 0 and result.world_size < config.max_nodes:
                 execute_ops(store, open_next_round_ops(keys, result, "scale_up"))
                 return "scale_up"
+            if seen.waiting > 0 and keys.arrivals(nxt) in change:
+                change.remove(keys.arrivals(nxt))  # stays present: the agent stops waiting on it
             if successor is not None:
                 now = time.monotonic()
                 liveness = liveness.observe(
@@ -341,10 +353,15 @@ def _watch(
                     execute_ops(store, report_dead_ops(keys, result, successor))
                     record["reported_dead"] = successor
                     return "rejoin"
-            time.sleep(host.args.watch_interval)
+            if held is None:
+                time.sleep(every)
+            else:
+                store.held_waits += 1
+                held(change, every)
         raise TimeoutError("no next round before the benchmark deadline")
     finally:
         record["watch_ops"] = store.total()
+        record["watch_held"] = store.held_waits
 
 
 # --- anchors -------------------------------------------------------------------------------------
@@ -527,7 +544,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--heartbeat-interval", type=float, default=5.0)
     parser.add_argument("--heartbeat-timeout", type=float, default=15.0)
     parser.add_argument("--last-call", type=float, default=30.0)
-    parser.add_argument("--watch-interval", type=float, default=0.1)
+    parser.add_argument("--watch-interval", type=float, default=0.0)
+    parser.add_argument("--watch-poll", action="store_true")
     parser.add_argument(
         "--switch-interval", type=float, default=0.005, help="sys.setswitchinterval"
     )

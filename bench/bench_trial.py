@@ -36,7 +36,8 @@ class TrialSpec:
     heartbeat_interval: float = 5.0
     heartbeat_timeout: float = 15.0
     last_call: float = 30.0
-    watch_interval: float = 0.1
+    watch_interval: float = 0.0  # 0: the agent's look period
+    watch_poll: bool = False
     switch_interval: float = 0.005
 
 
@@ -116,6 +117,7 @@ def _host_args(spec: TrialSpec, port: int, first: int, count: int, role: str) ->
         *("--heartbeat-interval", str(spec.heartbeat_interval)),
         *("--heartbeat-timeout", str(spec.heartbeat_timeout)),
         *("--last-call", str(spec.last_call), "--watch-interval", str(spec.watch_interval)),
+        *(("--watch-poll",) if spec.watch_poll else ()),
         *("--switch-interval", str(spec.switch_interval)),
     ]
 

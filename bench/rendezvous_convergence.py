@@ -67,7 +67,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scenario-heartbeat", type=float, default=0.5, help="interval, s")
     parser.add_argument("--scenario-expiry", type=float, default=2.0, help="heartbeat timeout")
     parser.add_argument("--scenario-last-call", type=float, default=0.1)
-    parser.add_argument("--watch-interval", type=float, default=0.1)
+    parser.add_argument(
+        "--watch-interval",
+        type=float,
+        default=0.0,
+        help="seconds between a member's looks (0: the agent's look period for the heartbeat)",
+    )
+    parser.add_argument(
+        "--watch-poll",
+        action="store_true",
+        help="members only look, sleeping in between, instead of holding a store wait",
+    )
     parser.add_argument(
         "--switch-interval",
         type=float,
@@ -125,6 +135,7 @@ def plan(args: argparse.Namespace) -> list[TrialSpec]:
                 heartbeat_timeout=args.scenario_expiry,
                 last_call=args.scenario_last_call,
                 watch_interval=args.watch_interval,
+                watch_poll=args.watch_poll,
                 switch_interval=args.switch_interval,
             )
             for scenario in args.scenarios
