@@ -330,13 +330,17 @@ def opened(round_no: int = 4, attempt: int = 1) -> ag.AttemptOpened:
     return ag.AttemptOpened(now=3.0, round=round_no, attempt=attempt, reason="exit 1")
 
 
+def own_open(attempt: int = 1) -> ag.OwnAttemptOpened:
+    return ag.OwnAttemptOpened(now=3.5, round=4, attempt=attempt)
+
+
 IN_PLACE_EXAMPLES = [
     (
         "failure, in place",
         RUNNING,
         ag.WorkersFailed(now=7.0, failures=(FAIL,)),
         P.RUNNING,
-        [ag.StopWorkers, ag.OpenAttempt, ag.StartWorkers],
+        [ag.StopWorkers, ag.OpenAttempt],
         None,
     ),
     (
@@ -344,7 +348,7 @@ IN_PLACE_EXAMPLES = [
         RUNNING,
         STUCK,
         P.RUNNING,
-        [ag.StopWorkers, ag.OpenAttempt, ag.StartWorkers],
+        [ag.StopWorkers, ag.OpenAttempt],
         None,
     ),
     (
@@ -384,6 +388,19 @@ IN_PLACE_EXAMPLES = [
     ("attempt of another round", RUNNING, opened(round_no=3), P.RUNNING, [], None),
     ("attempt seen at the barrier, old", BARRIER, opened(round_no=5), P.EXIT_BARRIER, [], None),
     ("attempt seen while joining", JOINING, opened(), P.RENDEZVOUS, [], None),
+    ("own open landed", AT_ATTEMPT_1, own_open(), P.RUNNING, [ag.StartWorkers], None),
+    ("own open landed, a newer attempt runs", AT_ATTEMPT_1, own_open(2), P.RUNNING, [], None),
+    ("own open landed while joining", JOINING, own_open(), P.RENDEZVOUS, [], None),
+    ("own open landed while fenced", FENCED, own_open(), P.FENCED, [], None),
+    ("own open landed at the barrier", BARRIER, own_open(), P.EXIT_BARRIER, [], None),
+    (
+        "own open landed while holding",
+        evolve(AT_ATTEMPT_1, phase=P.HOLDING),
+        own_open(),
+        P.HOLDING,
+        [],
+        None,
+    ),
 ]
 
 
@@ -494,6 +511,12 @@ def test_a_failure_in_place_opens_the_next_attempt_and_spends_one_unit() -> None
     assert result.effects == (
         ag.StopWorkers(reason=reason),
         ag.OpenAttempt(round=4, attempt=1, reason=reason),
+    )
+    assert (result.state.attempt, result.state.restart_count) == (1, 2)
+    assert result.state.last_failure == reason
+    # The workers start once the open landed (the membership machine checked the keep-alive).
+    landed = ag.step(result.state, ag.OwnAttemptOpened(now=9.0, round=4, attempt=1), IN_PLACE)
+    assert landed.effects == (
         ag.StartWorkers(
             round=4,
             group_rank=1,
@@ -503,8 +526,7 @@ def test_a_failure_in_place_opens_the_next_attempt_and_spends_one_unit() -> None
             attempt=1,
         ),
     )
-    assert (result.state.attempt, result.state.restart_count) == (1, 2)
-    assert result.state.last_failure == reason
+    assert landed.state == result.state
 
 
 def test_a_followed_attempt_counts_from_the_round_even_after_a_missed_one() -> None:
@@ -635,5 +657,6 @@ def test_A16_restarting_in_place_never_rejoins_reporting_a_failure() -> None:
                 opens = [e for e in done.effects if isinstance(e, ag.OpenAttempt)]
                 if opens:  # the attempt after a failure is this node's next, as its start
                     assert [(o.round, o.attempt) for o in opens] == [(4, state.attempt + 1)]
-                    starts = [e for e in done.effects if isinstance(e, ag.StartWorkers)]
-                    assert [s.attempt for s in starts] == [state.attempt + 1]
+                    landed = ag.OwnAttemptOpened(now=7.5, round=4, attempt=state.attempt + 1)
+                    starts = ag.step(done.state, landed, config).effects
+                    assert [s.attempt for s in starts] == [state.attempt + 1]  # type: ignore[attr-defined]

@@ -19,6 +19,10 @@ def look(**seen: object) -> mb.LookDone:
     return mb.LookDone(now=5.0, round=4, **seen)  # type: ignore[arg-type]
 
 
+def landed(last_beat: float, now: float = 5.0) -> mb.OpenLanded:
+    return mb.OpenLanded(now=now, round=4, attempt=1, last_beat=last_beat)
+
+
 EXAMPLES = [
     ("closed", FRESH, look(closed=("succeeded", "done")), [ag.RendezvousClosed]),
     ("closed, foreign outcome", FRESH, look(closed=("weird", "x")), [ag.RendezvousClosed]),
@@ -65,6 +69,9 @@ EXAMPLES = [
         [ag.RendezvousClosed],
     ),
     ("fenced, join closed", FENCED, mb.JoinClosed(now=5.0, why="closed"), [ag.RendezvousFailed]),
+    ("own open landed", FRESH, landed(last_beat=3.1), [ag.OwnAttemptOpened]),
+    ("own open landed, lapsed", FRESH, landed(last_beat=3.0), [ag.KeepAliveLapsed]),
+    ("own open landed while fenced", FENCED, landed(last_beat=4.5), []),
 ]
 
 
@@ -213,3 +220,31 @@ def test_M4_a_join_that_found_the_run_closed_follows_the_close_it_can_read(
     succeeded or failed; otherwise it is a failed rendezvous of kind ``closed``."""
     event = mb.JoinClosed(now=5.0, why="closed", closed=closed)
     assert mb.step(FRESH, event, CFG).effects == (expected,)
+
+
+@given(
+    wait=st.floats(0, 20),
+    since_beat=st.floats(0, 20),
+    timeout=st.floats(0.2, 10),
+    interval=st.floats(0.05, 5),
+    host=st.booleans(),
+)
+def test_M7_an_own_open_starts_its_attempt_only_with_the_keep_alive_held(
+    wait: float, since_beat: float, timeout: float, interval: float, host: bool
+) -> None:
+    """The node's own open of an attempt, landed ``wait`` s after it was sent with its last
+    beat ``since_beat`` s before that, starts the attempt exactly when a keep-alive read then
+    would not fence the node (M3); otherwise the node is fenced, as by that read."""
+    config = mb.MemberConfig(
+        heartbeat_timeout=timeout, heartbeat_interval=interval, hosts_store=host
+    )
+    sent = 100.0
+    now, last = sent + wait, sent - since_beat
+    opened = mb.step(FRESH, landed(last_beat=last, now=now), config)
+    read = mb.step(FRESH, mb.KeepAliveRead(now=now, last_beat=last), config)
+    if read.effects:
+        assert [type(e) for e in opened.effects] == [ag.KeepAliveLapsed]
+        assert opened.state == read.state and opened.state.phase is mb.MemberPhase.FENCED
+    else:
+        assert opened.effects == (ag.OwnAttemptOpened(now=now, round=4, attempt=1),)
+        assert opened.state == FRESH

@@ -166,11 +166,15 @@ def test_N4_a_worker_exit_reaches_the_agent_as_its_groups_verdict() -> None:
         (0, 3.0, "exitcode 1"),
     ]
     assert done.state.agent.restart_count == 1  # restarted in place: one unit spent
-    # The restart's StopWorkers ended that group; its StartWorkers leaves none until the new
-    # start's workers run, whose group has the new restart count.
-    assert done.state.group is None
+    # The restart's StopWorkers ended that group; once its open landed, the StartWorkers leaves
+    # none until the new start's workers run, whose group has the new restart count.
+    assert done.state.group is not None and done.state.group.phase is not WS.HEALTHY
+    landed = mb.OpenLanded(now=4.2, round=0, attempt=1, last_beat=4.0)
+    opened = nd.node_step(done.state, landed, config)
+    assert [type(e) for e in opened.effects] == [ag.StartWorkers]
+    assert opened.state.group is None
     pids = nd.WorkersStarted(now=4.5, pids=(102, 103))
-    again = nd.node_step(done.state, pids, config).state.group
+    again = nd.node_step(opened.state, pids, config).state.group
     assert again is not None and (again.phase, again.restart_count) == (WS.HEALTHY, 1)
     assert [x.global_rank for x in again.workers] == [2, 3]
 

@@ -49,7 +49,9 @@ def test_R20_a_late_node_comes_into_the_newest_attempt_and_fails_on_from_there(
     failure = WorkerFailure(local_rank=0, global_rank=1, exitcode=1, signal=None, at=2.0)
     failed = ag.step(started.state, ag.WorkersFailed(now=2.0, failures=(failure,)), CFG)
     (opens,) = [e for e in failed.effects if isinstance(e, ag.OpenAttempt)]
-    (again,) = [e for e in failed.effects if isinstance(e, ag.StartWorkers)]
+    landed = ag.OwnAttemptOpened(now=2.5, round=0, attempt=opens.attempt)
+    (again,) = ag.step(failed.state, landed, CFG).effects
+    assert isinstance(again, ag.StartWorkers)
     assert opens.attempt == again.attempt == opened + 1
     assert again.restart_count == opened + 1
 

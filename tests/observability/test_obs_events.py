@@ -37,13 +37,15 @@ def test_A8_a_crash_and_restart_replay_through_the_core(tmp_path: Path) -> None:
         "AgentStarted",
         "RoundCompleted",
         "WorkersFailed",
+        "OwnAttemptOpened",
         "WorkersSucceeded",
         "ExitBarrierRead",
     ]
     failed = steps[2].metadata["event"]["failures"]
     assert [f["local_rank"] for f in failed] == [1]
     effects = [e["type"] for e in steps[2].metadata["effects"]]
-    assert effects == ["StopWorkers", "OpenAttempt", "StartWorkers"]
+    assert effects == ["StopWorkers", "OpenAttempt"]  # the start waits for the open to land
+    assert [e["type"] for e in steps[3].metadata["effects"]] == ["StartWorkers"]
     assert result.state.attempt == 1
     rdzv = [(e.name, e.round, e.rank) for e in events if isinstance(e, RdzvEvent)]
     assert rdzv == [

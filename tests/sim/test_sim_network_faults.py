@@ -213,3 +213,40 @@ def test_a_retried_join_resumes_its_world_only_if_its_heartbeats_held(
     assert not any(name == "node.found_dead" for name, _ in names)
     assert cluster.training_rounds() == ({0} if resumes else {1})
     assert len([n for n in cluster.nodes.values() if n.status is Status.TRAINING]) == 4
+
+
+def test_an_open_that_waited_out_the_keep_alive_fences_instead_of_training() -> None:
+    # The property's split brain: n1 (rank 0 of round 0, with n3) is cut off as its workers
+    # fail; its agent opens attempt 1, and the store client retries the open for as long as
+    # the cut lasts. n3 finds n1 dead and round 1 forms with n0. Healed at 8.55, n1's open
+    # lands: its workers must not start attempt 1 of round 0 beside round 1. Its keep-alive
+    # lapsed while the open waited, so it fences itself and re-joins.
+    config = RendezvousConfig(
+        min_nodes=2,
+        max_nodes=4,
+        join_timeout=100_000.0,
+        last_call_timeout=LAST_CALL,
+        heartbeat_interval=INTERVAL,
+        heartbeat_timeout=TIMEOUT,
+    )
+    cluster = Cluster(config=config, latency=0.01, retry_after=1.0)
+    for i in range(4):
+        cluster.start(f"n{i}")
+    cluster.partition("n2")
+    cluster.partition("n0")
+    cluster.advance(2.5)
+    cluster.heal("n0")
+    cluster.partition("n1")
+    cluster.fail_workers("n1")
+    cluster.advance(0.05)
+    cluster.advance(6.0)
+    assert cluster.training_rounds() == {1}
+    cluster.heal("n1")
+    cluster.advance(0.05)
+    assert not cluster.overlaps, cluster.overlaps[0]
+    assert cluster.nodes["n1"].status is Status.FENCED
+    cluster.advance(20.0)
+    assert not cluster.overlaps, cluster.overlaps[0]
+    assert len(cluster.training_rounds()) == 1
+    training = sorted(n for n, x in cluster.nodes.items() if x.status is Status.TRAINING)
+    assert training == ["n0", "n1", "n3"]

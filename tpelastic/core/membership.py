@@ -16,6 +16,9 @@ It decides
 * when the node's own keep-alive has lapsed, so it must fence itself: the last heartbeat that
   landed is ``heartbeat_timeout - heartbeat_interval`` old (a peer may find it dead one interval
   later), unless the node hosts the store (its lapse is the store's too: see ``lapsed``);
+* whether the node's own open of an in-place attempt, once it landed, starts the attempt's
+  workers: only if its keep-alive held (the open may have waited out an outage in which peers
+  found it dead); otherwise it is a lapse like any other;
 * when a fenced node may re-join: once a heartbeat lands again (the store answers it), not
   before, since a node that joins and trains while its own keep-alive is lapsed is fenced again
   at once; a fenced node whose keep-alive has not come back within ``fence_timeout`` (the join
@@ -120,6 +123,23 @@ class KeepAliveRead:
 
 
 @frozen(kw_only=True)
+class OpenLanded:
+    """This node's own open of in-place ``attempt`` of round ``round`` landed in the store; its
+    keep-alive then is as in :class:`KeepAliveRead` (``last_beat``, on this node's clock). The
+    open may have waited out an outage longer than the heartbeat timeout: peers may have found
+    this node dead meanwhile, so the attempt's workers start only if the keep-alive held."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    round: int = field(validator=validators.ge(0))
+    attempt: int = field(validator=validators.ge(1))
+    last_beat: Instant
+
+
+@frozen(kw_only=True)
 class JoinClosed:
     """A join reported the run closed (``why``); ``closed`` is what a look then read of the
     close, None when it could not read it (the store may be gone with the job)."""
@@ -133,7 +153,7 @@ class JoinClosed:
     closed: tuple[str, str] | None = None
 
 
-MEMBER_EVENTS: tuple[type, ...] = (LookDone, LookFailed, KeepAliveRead, JoinClosed)
+MEMBER_EVENTS: tuple[type, ...] = (LookDone, LookFailed, KeepAliveRead, OpenLanded, JoinClosed)
 _OUTCOMES = ("succeeded", "failed")
 
 
@@ -185,7 +205,7 @@ def looks_lost(state: MemberState, event: LookFailed, config: MemberConfig) -> b
     return not looks_left(state, event, config)
 
 
-def lapsed(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> bool:
+def lapsed(state: MemberState, event: KeepAliveRead | OpenLanded, config: MemberConfig) -> bool:
     """Has this node's keep-alive lapsed (see :func:`keep_alive_lapsed`)? Never for the node
     that hosts the store: its beats go to its own process, so a lapse is that process paused
     or starved, store included, and peers (whose looks then wait) restart their clocks when it
@@ -263,7 +283,9 @@ def report_lost(state: MemberState, event: LookFailed, config: MemberConfig) -> 
     return evolve(state, failed_looks=0, fenced_at=None), (lost,)
 
 
-def report_lapse(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> Out:
+def report_lapse(
+    state: MemberState, event: KeepAliveRead | OpenLanded, config: MemberConfig
+) -> Out:
     age = event.now - event.last_beat
     reason = f"no heartbeat landed for {age:.1f}s"
     fenced = evolve(state, fenced_at=event.now)
@@ -283,6 +305,11 @@ def report_fence_over(state: MemberState, event: KeepAliveRead, config: MemberCo
     )
     failed = ag.RendezvousFailed(now=event.now, reason=reason, kind="timeout")
     return evolve(state, fenced_at=None), (failed,)
+
+
+def report_own_attempt(state: MemberState, event: OpenLanded, config: MemberConfig) -> Out:
+    opened = ag.OwnAttemptOpened(now=event.now, round=event.round, attempt=event.attempt)
+    return state, (opened,)
 
 
 def ignore(state: MemberState, event: object, config: MemberConfig) -> Out:
@@ -318,6 +345,22 @@ ROWS = (
     Row(src=W, on=LookFailed, dst=W, guard="looks_lost", action="report_lost"),
     Row(src=W, on=KeepAliveRead, dst=F, guard="lapsed", action="report_lapse"),
     Row(src=W, on=KeepAliveRead, dst=W, note="heartbeats land: nothing to do"),
+    Row(
+        src=W,
+        on=OpenLanded,
+        dst=F,
+        guard="lapsed",
+        action="report_lapse",
+        note="the open waited out the keep-alive: peers may have found this node dead",
+    ),
+    Row(src=W, on=OpenLanded, dst=W, action="report_own_attempt", note="start the attempt"),
+    Row(
+        src=F,
+        on=OpenLanded,
+        dst=F,
+        action="ignore",
+        note="fenced meanwhile: the re-join joins whatever forms",
+    ),
     Row(
         src=F,
         on=KeepAliveRead,
@@ -379,6 +422,7 @@ ACTIONS: dict[str, Action] = {
     "report_lost": report_lost,
     "report_lapse": report_lapse,
     "report_restored": report_restored,
+    "report_own_attempt": report_own_attempt,
     "report_fence_over": report_fence_over,
     "ignore": ignore,
     "report_close": report_close,
@@ -401,7 +445,9 @@ TABLE = build_table(
         "landed heartbeat `heartbeat_timeout - heartbeat_interval` old is a lapsed keep-alive "
         "(FENCED: the agent stops its workers); the first read after a heartbeat landed again "
         "restores it (the agent re-joins), one still lapsed `fence_timeout` after the fence is "
-        "a failed rendezvous. A join that found the run closed reports the close's "
+        "a failed rendezvous. The node's own open of an attempt, once landed, starts the "
+        "attempt (`OwnAttemptOpened`) only with the keep-alive held, else it is a lapse. "
+        "A join that found the run closed reports the close's "
         "outcome when a look can read it, else a failed rendezvous of kind `closed`."
     ),
 )
@@ -422,6 +468,7 @@ __all__ = [
     "MemberConfig",
     "MemberPhase",
     "MemberState",
+    "OpenLanded",
     "keep_alive_lapsed",
     "step",
 ]

@@ -1,11 +1,12 @@
 """Restarting a round in place: opening an attempt and entering one.
 
 A worker failure with budget left, over a rendezvous that can restart a round in place (the
-dynamic handler), makes the core order ``StopWorkers``, ``OpenAttempt(round, n)`` and
-``StartWorkers(..., attempt=n)``; a member that sees attempt ``n`` opened gets ``StopWorkers``
-and ``StartWorkers(..., attempt=n)``. Same members, ranks and world: each attempt only gets its
-own store namespace, a fresh bootstrap endpoint (so nothing an earlier attempt left is read
-again) and its own exit barrier. See specs/agent.md, "Restarting in place".
+dynamic handler), makes the core order ``StopWorkers`` and ``OpenAttempt(round, n)``; once the
+open landed (``OpenLanded``, with the keep-alive then), ``StartWorkers(..., attempt=n)``; a
+member that sees attempt ``n`` opened gets ``StopWorkers`` and ``StartWorkers(..., attempt=n)``.
+Same members, ranks and world: each attempt only gets its own store namespace, a fresh bootstrap
+endpoint (so nothing an earlier attempt left is read again) and its own exit barrier. See
+specs/agent.md, "Restarting in place".
 
 Entering an attempt does not wait inside its effect: ``StartWorkers`` moves to the attempt and
 leaves an :class:`EndpointWait`, which the run loop steps one slice per pass (the core's
@@ -26,6 +27,7 @@ from tpelastic.adapters.agent.spec import WorkerSpec
 from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous import errors as rz
 from tpelastic.core import agent as core
+from tpelastic.core import membership as members
 from tpelastic.core.agent.events import RendezvousFailureKind
 from tpelastic.core.rendezvous import peer_wait
 
@@ -110,8 +112,10 @@ class InPlaceEffects:
         self._clock, self._inbox = clock, inbox
 
     def open(self, effect: core.OpenAttempt) -> None:
-        """Open the attempt for every member; a store error is a lost rendezvous (its outcome
-        ends the step: the step's StartWorkers is not carried out)."""
+        """Open the attempt for every member. Its outcome is the core's next observation: the
+        open landed, with this node's keep-alive then (``OpenLanded``: the core starts the
+        attempt's workers only if the keep-alive held through the open's wait), or a store
+        error, which is a lost rendezvous."""
         try:
             self._membership.open_attempt(effect.attempt, effect.reason)
         except rz.RendezvousError as error:
@@ -126,6 +130,15 @@ class InPlaceEffects:
             effect.attempt,
             effect.reason,
         )
+        now = self._clock.now()
+        last_beat = self._membership.last_beat()
+        landed = members.OpenLanded(
+            now=now,
+            round=effect.round,
+            attempt=effect.attempt,
+            last_beat=now if last_beat is None else last_beat,  # no keep-alive: none lapses
+        )
+        self._inbox.put(landed)
 
     def enter(self, effect: core.StartWorkers) -> Joined | EndpointWait | None:
         """Move to ``effect.attempt``: the attempt when this node is in it already, else the

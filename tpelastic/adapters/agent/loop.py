@@ -427,8 +427,8 @@ class SimpleElasticAgent(ElasticAgent):
             if self._inbox.outcomes != put:
                 # The effect put its outcome in the inbox (a failure): that is the core's next
                 # observation, and the core decides again with it; the effects after it in
-                # this step (an attempt's StartWorkers after a failed OpenAttempt) are not
-                # carried out. An outcome queued before this step cancels nothing of it.
+                # this step are not carried out. An outcome queued before this step cancels
+                # nothing of it.
                 break
         if self._workers.waiting is not None:
             self._next_read = 0.0  # the attempt's endpoint wait goes on at once

@@ -189,13 +189,26 @@ def _restart_as(
 def restart_in_place(state: AgentState, event: FailureEvent, config: AgentConfig) -> Out:
     reason = _describe(_failures(state, event))
     attempt = state.attempt + 1
-    new, start = _restart_as(state, attempt, event.now, config)
+    new, _ = _restart_as(state, attempt, event.now, config)
+    # The workers start once the open landed (``start_own_attempt``): the open may wait out an
+    # outage in which peers find this node dead and form the next round without it.
     effects = (
         ev.StopWorkers(reason=reason),
         ev.OpenAttempt(round=state.round, attempt=attempt, reason=reason),
-        start,
     )
     return evolve(new, last_failure=reason), effects
+
+
+def start_own_attempt(state: AgentState, event: ev.OwnAttemptOpened, config: AgentConfig) -> Out:
+    start = ev.StartWorkers(
+        round=state.round,
+        group_rank=state.group_rank,
+        group_world_size=state.group_world_size,
+        restart_count=state.restart_count,
+        local_world_size=state.local_world_size,
+        attempt=state.attempt,
+    )
+    return state, (start,)
 
 
 def follow_attempt(state: AgentState, event: ev.AttemptOpened, config: AgentConfig) -> Out:

@@ -145,6 +145,22 @@ class AttemptOpened:
 
 
 @frozen(kw_only=True)
+class OwnAttemptOpened:
+    """This node's own open of its round's in-place ``attempt`` landed in the store, and its
+    keep-alive held when it did (the membership machine judged it): start the attempt's
+    workers. The open is a store write that may wait out an outage longer than the heartbeat
+    timeout, so the start is decided when it lands, not when the failure asked for it."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    round: int = field(validator=validators.ge(0))
+    attempt: int = field(validator=validators.ge(1))
+
+
+@frozen(kw_only=True)
 class KeepAliveLapsed:
     """This node's heartbeats stopped landing long enough that a peer may find it dead (e.g.
     the process was paused, or the store stopped answering): its workers must not train on."""
@@ -226,6 +242,7 @@ AgentEventT = (
     | NodesWaiting
     | NextRoundOpened
     | AttemptOpened
+    | OwnAttemptOpened
     | KeepAliveLapsed
     | KeepAliveRestored
     | TimePassed
@@ -243,6 +260,7 @@ AGENT_EVENTS: tuple[type, ...] = (
     NodesWaiting,
     NextRoundOpened,
     AttemptOpened,
+    OwnAttemptOpened,
     KeepAliveLapsed,
     KeepAliveRestored,
     TimePassed,
@@ -408,6 +426,7 @@ __all__ = [
     "PEER_LOST",
     "OpenNextRound",
     "Outcome",
+    "OwnAttemptOpened",
     "RendezvousClosed",
     "RendezvousFailed",
     "ReportFailure",

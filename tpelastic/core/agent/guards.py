@@ -126,6 +126,12 @@ def _newer_attempt(state: AgentState, event: ev.AttemptOpened) -> bool:
     return event.round == state.round and event.attempt > state.attempt
 
 
+def own_attempt_current(state: AgentState, event: ev.OwnAttemptOpened, config: AgentConfig) -> bool:
+    """Is the attempt whose open landed still the one this node runs (no newer attempt and no
+    other round since it asked for it)?"""
+    return event.round == state.round and event.attempt == state.attempt
+
+
 def attempt_fits(state: AgentState, event: ev.AttemptOpened, config: AgentConfig) -> bool:
     """Is it a newer attempt of this node's round, its restart count within max_restarts?"""
     in_budget = within_budget(count_at_attempt(state, event.attempt), config.max_restarts)

@@ -9,7 +9,8 @@ actions in actions.py, all pure. Rules the rows keep:
   attempt. Every step that leaves RUNNING stops workers.
 * A worker failure (or hang) with budget left spends one unit job-wide. Where the rendezvous can
   restart a round in place (``restart_in_place``), the node opens the round's next attempt and
-  starts its workers again for it; every other member follows on seeing the attempt opened (its
+  starts its workers again for it once the open landed with its keep-alive held
+  (``OwnAttemptOpened``); every other member follows on seeing the attempt opened (its
   restart count is the round's plus the attempt on every node). Otherwise the node re-joins
   reporting the failure and the next round's closer spends the unit. With no budget left the job
   fails and the rendezvous is closed for everyone.
@@ -220,6 +221,23 @@ ROWS = (
     ),
     Row(
         src=A.RUNNING,
+        on=ev.OwnAttemptOpened,
+        dst=A.RUNNING,
+        guard="own_attempt_current",
+        action="start_own_attempt",
+        note="this node's open landed with its keep-alive held: start the attempt's workers",
+    ),
+    *(
+        Row(
+            src=src,
+            on=ev.OwnAttemptOpened,
+            dst=src,
+            note="the node moved on while its open waited (a newer attempt, a round, a fence)",
+        )
+        for src in (A.RUNNING, A.RENDEZVOUS, A.HOLDING, A.EXIT_BARRIER, A.FENCED)
+    ),
+    Row(
+        src=A.RUNNING,
         on=ev.KeepAliveLapsed,
         dst=A.FENCED,
         action="fence",
@@ -282,6 +300,7 @@ GUARDS: dict[str, Guard] = {
     "no_room_for_waiting": gd.no_room_for_waiting,
     "newer_round": gd.newer_round,
     "attempt_fits": gd.attempt_fits,
+    "own_attempt_current": gd.own_attempt_current,
     "attempt_over_budget": gd.attempt_over_budget,
     "closed_succeeded": gd.closed_succeeded,
     "closed_failed": gd.closed_failed,
@@ -300,6 +319,7 @@ ACTIONS: dict[str, Action] = {
     "restart_after_failure": act.restart_after_failure,
     "restart_in_place": act.restart_in_place,
     "follow_attempt": act.follow_attempt,
+    "start_own_attempt": act.start_own_attempt,
     "fail_attempt_over_budget": act.fail_attempt_over_budget,
     "fail_job": act.fail_job,
     "hold_failure": act.hold_failure,
@@ -330,8 +350,10 @@ TABLE = build_table(
         "OpenNextRound, OpenAttempt or StartWorkers in one step: a node fences its own workers "
         "before it takes part in a new world or starts a new attempt. A worker failure or hang "
         "while `restart_count < max_restarts` spends one unit job-wide: with "
-        "`restart_in_place` the node opens the round's next attempt and every member restarts "
-        "its workers for it (restart count: the round's plus the attempt), otherwise it re-joins "
+        "`restart_in_place` the node opens the round's next attempt, starts its workers for it "
+        "once the open landed with its keep-alive held (`OwnAttemptOpened`), and every member "
+        "restarts its workers for it (restart count: the round's plus the attempt), otherwise "
+        "it re-joins "
         "reporting the failure and the next round spends the unit. Without budget it "
         "fails the job and closes the rendezvous, but in a world with peers it first holds "
         "the failure (HOLDING, workers stopped) for the collateral window: a peer lost "

@@ -7,8 +7,8 @@ virtual time becomes the observations the adapters feed: a look's decoded replie
 keep-alive, a join that found the run closed (membership events); a completed round, a failed
 join, worker failures, a signal, a dead ring successor and a held failure's timer (agent
 events). The effects are carried out in order through :data:`AgentDriver.HANDLERS`, keyed by
-effect type. Opening an attempt needs the store: the rest of its step (starting the workers)
-waits for the reply, as in the adapter.
+effect type. Opening an attempt needs the store: its landing is the node's next observation
+(``OpenLanded``, with the keep-alive then), which starts the attempt's workers, as in the adapter.
 
 A store call that fails goes through the store client's outage rule
 (:mod:`tpelastic.core.store_outage`): the first failure of an outage is announced
@@ -475,6 +475,13 @@ class AgentDriver(RestartDriver):
                 return  # the agent moved on meanwhile (a look, a fence): this open is stale
             if replies is not None:
                 self._carry_out(node, rest)
+                landed = mb.OpenLanded(
+                    now=self.now,
+                    round=effect.round,
+                    attempt=effect.attempt,
+                    last_beat=node.last_good_beat,
+                )
+                self._step(node, landed)
             elif self.retry_after is None or node.store_lost:
                 self._open_failed_for_good(node, effect)
             else:

@@ -11,9 +11,10 @@ for a dead successor), the keep-alive read at every tick (``KeepAliveRead``), a 
 failure's timer (``TimePassed``), worker exits, a signal, the exit barrier.
 
 A handler's store write (an attempt's open, a leave, a close) holds the node's loop until the
-store answers (``send``). While the store is paused (its process stopped, or an outage the
-store client sees as a silence: it waits such an outage out for ``read_timeout``, longer than
-any search) every call waits and no heartbeat lands. With the store gone (its host died) every
+store answers (``send``); an open's landing is then the node's observation (``OpenLanded``).
+While the store is paused (its process stopped, or an outage the store client sees as a
+silence: it waits such an outage out for ``read_timeout``, longer than any search) every call
+waits and no heartbeat lands. With the store gone (its host died) every
 call fails through the store client's outage rule (``core.store_outage``): retried until the
 keep-alive expiry, then failed with one line; a join's loss then goes through the join's retry
 table (``core.rendezvous.join_retry``), which gives up on a loss waited out.
@@ -453,7 +454,18 @@ def _open_attempt(ctx: _Ctx, i: int, effect: ag.OpenAttempt, reason: str, seen: 
     world = ctx.nodes[i].world
     if world is None or world.round_no != effect.round:
         return None
-    return ctx.write(i, attempts.open_attempt_ops(KEYS, effect.round, effect.attempt, "failure"))
+    held = ctx.write(i, attempts.open_attempt_ops(KEYS, effect.round, effect.attempt, "failure"))
+    if held is None:
+        _open_landed(ctx, i, effect)
+    return held
+
+
+def _open_landed(ctx: _Ctx, i: int, effect: ag.OpenAttempt) -> None:
+    """The open landed: that, with the keep-alive then, is the node's next observation (its
+    core starts the attempt's workers, or fences the node)."""
+    beat = ctx.nodes[i].last_beat
+    landed = mb.OpenLanded(now=ctx.now, round=effect.round, attempt=effect.attempt, last_beat=beat)
+    ctx.observe(i, landed)
 
 
 def _leave(ctx: _Ctx, i: int, effect: ag.LeaveRendezvous, reason: str, seen: int) -> object:
@@ -539,6 +551,8 @@ def _send(ctx: _Ctx, i: int) -> None:
     else:
         ctx.land(i, ops)
         ctx.set(i, outbox=None)
+        if isinstance(effect, ag.OpenAttempt):
+            _open_landed(ctx, i, effect)
     ctx.carry_out(i, rest)
 
 
