@@ -43,9 +43,13 @@ SHORT_PAUSE = 1.5  # below the fence margin (timeout - interval = 4 s) minus one
 
 
 def run_to_end(faults_: list[dict[str, Any]], **overrides: Any) -> Cluster:
-    """Run 3 nodes through ``faults_`` within the fault window, then settle; return the cluster."""
+    """Run 3 nodes through ``faults_`` (each starts within the fault window), then settle from
+    the end of the last one; return the cluster."""
     scenario: Scenario = scenario_from_dict({**BASE, **overrides, "faults": faults_})
-    end = FAULT_WINDOW + settle_time(scenario.config, scenario.latency, scenario.retry_after)
+    # A fault that starts late in the window may last past it (an outage from 29.75 s for 12 s).
+    last = max((f["at"] + f.get("duration", 0.0) for f in faults_), default=0.0)
+    settle = settle_time(scenario.config, scenario.latency, scenario.retry_after)
+    end = max(FAULT_WINDOW, last) + settle
     cluster = build_cluster(scenario, detail=False)
     injector = _Injector(cluster, SplitMix64(scenario.seed))
     injector.start_nodes(scenario)
@@ -89,6 +93,16 @@ fault_lists = st.lists(
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fault_lists)
+@example(  # an outage that outlasts the fault window: the run settles from its end
+    [
+        _fault("store_down", 29.75, 1, 12.0, 0.0),
+        _fault("crash", 15.94, 0, 6.86, 2.0),
+        _fault("join", 16.41, 2, 9.62, 0.89),
+        _fault("store_down", 16.41, 2, 0.1, 0.88),
+        _fault("store_down", 0.1, 2, 9.45, 0.0),
+        _fault("leave", 2.0, 2, 0.25, 0.0),
+    ]
+)
 def test_S1_a_run_that_can_go_on_finishes(faults_: list[dict[str, Any]]) -> None:
     """With the store back and >= min_nodes up, everyone trains in one round; else (the
     store's host died, too few nodes up) every node that is up ends with its reason."""
