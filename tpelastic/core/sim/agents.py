@@ -38,7 +38,7 @@ from tpelastic.core.rendezvous import attempts
 from tpelastic.core.rendezvous import membership as rz_membership
 from tpelastic.core.rendezvous.ops import JoinFailed, JoinSucceeded, Reply
 from tpelastic.core.rendezvous.records import RoundResult, decode_closed
-from tpelastic.core.sim.nodes import SimNode, Status
+from tpelastic.core.sim.nodes import SimNode, Status, round_completed
 from tpelastic.core.sim.restarting import RestartDriver
 from tpelastic.core.store_outage import GiveUp, LossKind, OutagePolicy, on_failure
 from tpelastic.core.values import Emit, Rejected
@@ -260,16 +260,8 @@ class AgentDriver(RestartDriver):
     # --- what happens to a node, as the agent's events -----------------------------------------
 
     def _join_succeeded(self, node: SimNode, done: JoinSucceeded) -> None:
-        result = done.result
         node.joined = done
-        completed = ag.RoundCompleted(
-            now=self.now,
-            round=result.round_no,
-            group_rank=done.rank,
-            group_world_size=result.world_size,
-            restart_count=result.restart_count,
-        )
-        self._step(node, completed)
+        self._step(node, round_completed(done, self.now))
         node.joined = None
 
     def _join_ended(self, node: SimNode, failed: JoinFailed) -> None:

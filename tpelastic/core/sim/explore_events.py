@@ -68,6 +68,7 @@ from tpelastic.core.sim.explore_model import (
     World,
     _results,
 )
+from tpelastic.core.sim.nodes import round_completed
 from tpelastic.core.store_outage import GiveUp, on_failure
 from tpelastic.core.values import Emit, Rejected
 
@@ -384,14 +385,7 @@ class _Ctx:
                 "R2", f"{node.name} completed round {result.round_no} after {node.agent.round}"
             )
         self.set(i, world=result, attempt=0)
-        completed = ag.RoundCompleted(
-            now=self.now,
-            round=result.round_no,
-            group_rank=done.rank,
-            group_world_size=result.world_size,
-            restart_count=result.restart_count,
-        )
-        self.observe(i, completed)
+        self.observe(i, round_completed(done, self.now))
 
     def _join_failed(self, i: int, failed: JoinFailed) -> None:
         why = f"{failed.kind}: {failed.reason}"

@@ -6,6 +6,7 @@ import enum
 
 from attrs import define, evolve, field, frozen
 
+from tpelastic.core.agent.events import RoundCompleted
 from tpelastic.core.agent.states import AgentState
 from tpelastic.core.node import NodeState
 from tpelastic.core.rendezvous.liveness import LivenessTracker
@@ -124,3 +125,16 @@ class SimNode:
     def agent_but_rank(self) -> AgentState:
         """The node's agent state, its ``group_rank`` possibly another member's (cheap)."""
         return self.shared_core.agent
+
+
+def round_completed(done: JoinSucceeded, now: float) -> RoundCompleted:
+    """A completed join as the agent's observation: this node's rank in the round's world and
+    the round's restart count (a dynamic round starts at attempt 0)."""
+    result = done.result
+    return RoundCompleted(
+        now=now,
+        round=result.round_no,
+        group_rank=done.rank,
+        group_world_size=result.world_size,
+        restart_count=result.restart_count,
+    )
