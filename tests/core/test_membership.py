@@ -248,3 +248,26 @@ def test_M7_an_own_open_starts_its_attempt_only_with_the_keep_alive_held(
     else:
         assert opened.effects == (ag.OwnAttemptOpened(now=now, round=4, attempt=1),)
         assert opened.state == FRESH
+
+
+@given(
+    now=st.floats(0, 1e6),
+    age=st.floats(0, 100),
+    timeout=st.floats(0.5, 30),
+    interval=st.floats(0.05, 0.5),
+    hosts_store=st.booleans(),
+    heartbeat=st.booleans(),
+)
+def test_M8_keep_alive_holds_is_the_machines_own_verdict(
+    now: float, age: float, timeout: float, interval: float, hosts_store: bool, heartbeat: bool
+) -> None:
+    """What the handler's keep_alive_healthy and the shipped harness answer is exactly whether
+    a watching node's step on the same read orders no KeepAliveLapsed."""
+    config = mb.MemberConfig(
+        heartbeat_timeout=timeout if heartbeat else None,
+        heartbeat_interval=interval if heartbeat else None,
+        hosts_store=hosts_store,
+    )
+    read = mb.KeepAliveRead(now=now, last_beat=now - age)
+    stepped = mb.step(mb.MemberState(), read, config).effects
+    assert mb.keep_alive_holds(read, config) == (stepped == ())

@@ -157,7 +157,7 @@ MEMBER_EVENTS: tuple[type, ...] = (LookDone, LookFailed, KeepAliveRead, OpenLand
 _OUTCOMES = ("succeeded", "failed")
 
 
-# -- the arithmetic, shared with the handler's keep_alive_healthy --------------------------------
+# -- the arithmetic ------------------------------------------------------------------------------
 
 
 def keep_alive_lapsed(
@@ -228,6 +228,13 @@ def fence_over(state: MemberState, event: KeepAliveRead, config: MemberConfig) -
     if timeout is None or since is None or not lapsed(state, event, config):
         return False
     return event.now - since >= timeout
+
+
+def keep_alive_holds(read: KeepAliveRead, config: MemberConfig) -> bool:
+    """This machine's verdict on one read of a watching node's keep-alive: it holds (no
+    ``KeepAliveLapsed`` would follow). What the dynamic handler's ``keep_alive_healthy`` and the
+    shipped handler harness answer, so neither carries a copy of the rule."""
+    return not lapsed(MemberState(), read, config)
 
 
 def close_readable(state: MemberState, event: JoinClosed, config: MemberConfig) -> bool:
@@ -469,6 +476,7 @@ __all__ = [
     "MemberPhase",
     "MemberState",
     "OpenLanded",
+    "keep_alive_holds",
     "keep_alive_lapsed",
     "step",
 ]

@@ -9,15 +9,20 @@ a torchrun-style agent around it:
   commands on stdin and looks at the rendezvous;
 * it re-joins when the look says so (a round-aware handler's ``watch()`` reports the next round
   opened, or waiting nodes with room to admit them; any other handler: ``num_nodes_waiting() >
-  0``), when its keep-alive lapsed (``keep_alive_healthy()`` False: it fences itself), or when the
-  machine says ``rejoin <seq>`` (its workers failed because a peer of round result ``seq`` was
-  lost);
+  0``), or when the machine says ``rejoin <seq>`` (its workers failed because a peer of round
+  result ``seq`` was lost);
+* it fences itself as the product does: its keep-alive is read the way the agent reads it
+  (``Membership.last_beat``, with the handler's ``member_config``) and stepped through the
+  membership core (``tpelastic.core.membership``). On ``KeepAliveLapsed`` it stops "training"
+  and waits, still reading its commands, its keep-alive and the close, until a heartbeat lands
+  again (``KeepAliveRestored``: it re-joins); a keep-alive still lapsed past the join timeout is
+  a failed rendezvous, as in the product;
 * ``leave`` makes it call ``shutdown()`` and exit 0; a rendezvous error ends it with exit 3.
 
 It prints one JSON line per event, flushed, each with ``t`` (``SYSTEM_CLOCK.now()``, one clock for
-every process of the machine): ``started``, ``joining``, ``round``, ``fenced``, ``look_failed``,
-``leaving``, ``left``, ``closed``, ``error``. SIGALRM ends it after the hard timeout and it dies
-with its parent, so it never outlives a test run.
+every process of the machine): ``started``, ``joining``, ``round``, ``fenced``, ``restored``,
+``look_failed``, ``leaving``, ``left``, ``closed``, ``error``. SIGALRM ends it after the hard
+timeout and it dies with its parent, so it never outlives a test run.
 """
 
 from __future__ import annotations
@@ -31,10 +36,13 @@ import sys
 import threading
 from typing import Any
 
+from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.clock import SYSTEM_CLOCK
-from tpelastic.adapters.rendezvous.errors import RendezvousError
+from tpelastic.adapters.rendezvous.errors import RendezvousError, RendezvousTimeoutError
 from tpelastic.adapters.rendezvous.handler import RendezvousHandler
 from tpelastic.adapters.rendezvous.info import RendezvousInfo
+from tpelastic.core import agent as ag
+from tpelastic.core import membership as mb
 from tpelastic.testing.handler_spec import AgentSpec
 
 EXIT_GAVE_UP = 3
@@ -69,6 +77,10 @@ class Agent:
         self.commands: queue.Queue[str] = queue.Queue()
         self.seq = -1  # how many round results this agent reported, minus one
         self.world = 0
+        # The keep-alive as the agent reads it, judged by the membership core.
+        self.membership = Membership(handler)
+        self.member_config = self.membership.member_config()
+        self.member = mb.MemberState()
 
     def read_commands(self) -> None:
         for line in sys.stdin:
@@ -109,10 +121,9 @@ class Agent:
                 return "leave"
             if command == f"rejoin {self.seq}":
                 return "membership"
-            healthy = getattr(self.handler, "keep_alive_healthy", None)
-            if callable(healthy) and not healthy():
+            if self.keep_alive() is ag.KeepAliveLapsed:
                 say("fenced")
-                return "membership"
+                return self.fenced()
             try:
                 why = self.look()
             except RendezvousError as error:
@@ -120,6 +131,45 @@ class Agent:
                 continue
             if why is not None:
                 return why
+
+    def keep_alive(self) -> type | None:
+        """Read this node's keep-alive and step the membership core with it: the type of the
+        agent event it means (``KeepAliveLapsed``, ``KeepAliveRestored``, ``RendezvousFailed``)
+        or None. A fenced node's read with no keep-alive to wait for cannot stay lapsed."""
+        now = SYSTEM_CLOCK.now()
+        last_beat = self.membership.last_beat()
+        if last_beat is None:
+            if self.member.phase is not mb.MemberPhase.FENCED:
+                return None
+            last_beat = now
+        read = mb.KeepAliveRead(now=now, last_beat=last_beat)
+        done = mb.step(self.member, read, self.member_config)
+        self.member = done.state
+        for effect in done.effects:
+            if isinstance(effect, ag.RendezvousFailed):
+                raise RendezvousTimeoutError(effect.reason)
+            if isinstance(effect, (ag.KeepAliveLapsed, ag.KeepAliveRestored)):
+                return type(effect)
+        return None
+
+    def fenced(self) -> str:
+        """Fenced: wait, reading commands, the keep-alive and the close, until a heartbeat
+        lands again (re-join: "membership"), the machine says "leave", or the run closed."""
+        while True:
+            try:
+                command = self.commands.get(timeout=self.poll)
+            except queue.Empty:
+                command = ""
+            if command == "leave":
+                return "leave"
+            if self.keep_alive() is ag.KeepAliveRestored:
+                say("restored")
+                return "membership"
+            try:
+                if self.look() == "closed":
+                    return "closed"
+            except RendezvousError as error:
+                say("look_failed", type=type(error).__name__, message=str(error))
 
     def look(self) -> str | None:
         if self.round_aware:

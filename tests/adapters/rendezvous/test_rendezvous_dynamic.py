@@ -283,6 +283,20 @@ def test_keep_alive_unhealthy_once_heartbeats_stop_landing() -> None:
     assert handler.shutdown() is False  # the leave could not be written; no exception
 
 
+def test_keep_alive_of_the_store_host_never_lapses() -> None:
+    # The membership core's rule (M3): the host's beats go to its own process.
+    store = MemoryStore()
+    handler = DynamicRendezvousHandler(
+        "hb-host", _View(store), _config(1, 1), backend_name="x", store_host=object()
+    )
+    handler.next_rendezvous()
+    store.close()
+    time.sleep(FAST["heartbeat_timeout"])
+    assert handler.keep_alive_healthy()
+    assert handler.member_config().hosts_store
+    handler.shutdown()
+
+
 class _View:
     """One client of a shared MemoryStore: closing it does not close the others' store."""
 

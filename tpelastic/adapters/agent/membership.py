@@ -320,7 +320,13 @@ class Membership:
         return (float(timeout) if timeout else None, float(interval) if interval else None)
 
     def member_config(self) -> MemberConfig:
-        """The membership core's config: the handler's heartbeat (None: it keeps none)."""
+        """The membership core's config: the handler's own (the dynamic handler's
+        ``member_config``), else its heartbeat (None: it keeps none)."""
+        own = getattr(self.handler, "member_config", None)
+        if self.round_aware and callable(own):
+            found = own()
+            if isinstance(found, MemberConfig):
+                return found
         timeout, interval = self._heartbeat()
         if not self.round_aware or not timeout or not interval:
             return MemberConfig()

@@ -62,7 +62,7 @@ from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreIn
 from tpelastic.adapters.rendezvous.parameters import RendezvousParameters, RendezvousTimeout
 from tpelastic.adapters.rendezvous.settings import RendezvousSettings
 from tpelastic.adapters.stores.prefixed import PrefixedStore
-from tpelastic.core.membership import keep_alive_lapsed
+from tpelastic.core.membership import KeepAliveRead, MemberConfig, keep_alive_holds
 from tpelastic.core.rendezvous import attempts, member, membership
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
@@ -421,15 +421,26 @@ class DynamicRendezvousHandler(RendezvousHandler):
         return ok
 
     def keep_alive_healthy(self) -> bool:
-        """False once the last heartbeat that landed is ``heartbeat_timeout -
-        heartbeat_interval`` old: peers may soon declare this node dead, so the agent must stop
-        its workers (self-fencing) and not start new ones. True before the first join."""
+        """The membership core's verdict on this node's keep-alive (``keep_alive_holds``):
+        False once peers may soon declare this node dead, so the agent must stop its workers
+        (self-fencing) and not start new ones. True before the first join, and always on the
+        node that hosts the store (specs/membership.md, M3)."""
         since = self.keep_alive_last_beat()
         if since is None:
             return True
+        read = KeepAliveRead(now=self._clock.now(), last_beat=since)
+        return keep_alive_holds(read, self.member_config())
+
+    def member_config(self) -> MemberConfig:
+        """The membership core's config for this node: the heartbeat, whether it hosts the
+        store, and the join timeout as the longest a fenced node waits for its keep-alive."""
         config = self.settings.config
-        timeout, interval = config.heartbeat_timeout, config.heartbeat_interval
-        return not keep_alive_lapsed(self._clock.now(), since, timeout, interval)
+        return MemberConfig(
+            heartbeat_timeout=config.heartbeat_timeout,
+            heartbeat_interval=config.heartbeat_interval,
+            hosts_store=self.store_host is not None,
+            fence_timeout=config.join_timeout or None,
+        )
 
     def keep_alive_last_beat(self) -> float | None:
         """When this node's last heartbeat landed (on the handler's clock; the keep-alive's
