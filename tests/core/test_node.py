@@ -144,7 +144,7 @@ def _running_node() -> tuple[nd.NodeState, nd.NodeConfig]:
     ):
         state = nd.node_step(state, observation, config).state
     assert state.group is None  # StartWorkers ordered: no group until its workers run
-    state = nd.node_step(state, nd.WorkersStarted(now=1.5, pids=(101, None)), config).state
+    state = nd.node_step(state, nd.GroupStarted(now=1.5, pids=(101, None)), config).state
     assert state.group is not None and state.group.phase is WS.HEALTHY
     assert [x.pid for x in state.group.workers] == [101, None]
     return state, config
@@ -173,7 +173,7 @@ def test_N4_a_worker_exit_reaches_the_agent_as_its_groups_verdict() -> None:
     opened = nd.node_step(done.state, landed, config)
     assert [type(e) for e in opened.effects] == [ag.StartWorkers]
     assert opened.state.group is None
-    pids = nd.WorkersStarted(now=4.5, pids=(102, 103))
+    pids = nd.GroupStarted(now=4.5, pids=(102, 103))
     again = nd.node_step(opened.state, pids, config).state.group
     assert again is not None and (again.phase, again.restart_count) == (WS.HEALTHY, 1)
     assert [x.global_rank for x in again.workers] == [2, 3]

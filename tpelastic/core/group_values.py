@@ -1,5 +1,6 @@
 """The worker group's values: the group (:class:`WorkerGroup`, :func:`make_group`, its phase
-:func:`fold_phase`) and one failed worker (:class:`WorkerFailure`).
+:func:`fold_phase`), one failed worker (:class:`WorkerFailure`) and the group's start
+(:class:`GroupStarted`, the observation a driver makes once a start's workers run).
 
 Split from :mod:`tpelastic.core.worker_group` (which re-exports them and holds the group machine:
 its events, rows and table) because the agent and its machine need these values before the
@@ -18,6 +19,19 @@ from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
 from tpelastic.core.worker_values import Worker, WorkerState
 
 WS = WorkerState
+
+
+@frozen(kw_only=True)
+class GroupStarted:
+    """The whole group was started at once: ``pids[i]`` runs local rank ``i`` (None: the agent
+    cannot tell that pid)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    pids: tuple[int | None, ...]
 
 
 def fold_phase(workers: Iterable[Worker]) -> WorkerState:
@@ -121,4 +135,4 @@ class WorkerFailure:
     reason: str = ""
 
 
-__all__ = ["WorkerFailure", "WorkerGroup", "fold_phase", "make_group"]
+__all__ = ["GroupStarted", "WorkerFailure", "WorkerGroup", "fold_phase", "make_group"]

@@ -8,7 +8,7 @@ returned effects in order and decides nothing. The order inside one step (specs/
 1. An observation of the rendezvous beyond the node's round (``LookDone``, ``LookFailed``,
    ``KeepAliveRead``, ``JoinClosed``: :data:`tpelastic.core.membership.MEMBER_EVENTS`) steps the
    membership machine first; each of its effects is an agent event. An observation of the
-   current start's workers (``WorkersStarted``, ``WorkersExited``: :data:`GROUP_EVENTS`) steps
+   current start's workers (``GroupStarted``, ``WorkersExited``: :data:`GROUP_EVENTS`) steps
    that start's worker group (``tpelastic.core.worker_group``) instead; its verdict (a
    ``GroupFailed``, the latest with every failure; a ``GroupSucceeded``) is the agent event
    (``WorkersFailed``, ``WorkersSucceeded``). Exits of a start the agent already stopped are
@@ -20,7 +20,7 @@ returned effects in order and decides nothing. The order inside one step (specs/
    :mod:`tpelastic.core.restart_budget`), so every budget decision is one of its rows.
 3. The effects are the agent's, in order, after any ``Rejected`` of the membership machine or
    the group. Carrying them forward, a ``StopWorkers`` stops the current group; after a
-   ``StartWorkers`` the node has no group until ``WorkersStarted`` begins that start's
+   ``StartWorkers`` the node has no group until ``GroupStarted`` begins that start's
    (``NodeState.group``; a driver that reports its workers to the agent directly, as the
    simulator does, never has one).
 
@@ -49,7 +49,7 @@ from attrs import field, frozen
 
 from tpelastic.core import agent as ag
 from tpelastic.core import membership as mb
-from tpelastic.core.group_values import WorkerFailure, WorkerGroup, make_group
+from tpelastic.core.group_values import GroupStarted, WorkerFailure, WorkerGroup, make_group
 from tpelastic.core.table import Step
 from tpelastic.core.values import Instant, Rejected, value_eq, value_hash, value_repr
 from tpelastic.core.worker_values import WorkerState
@@ -85,18 +85,6 @@ class NodeState:
 
 
 @frozen(kw_only=True)
-class WorkersStarted:
-    """The current start's workers run: ``pids[i]`` runs local rank ``i`` (None: unknown)."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    now: Instant
-    pids: tuple[int | None, ...]
-
-
-@frozen(kw_only=True)
 class WorkersExited:
     """What one wait for the current start's workers saw: the failed ones (earliest first),
     or, with none, every worker exited with 0 (the wait ends at the first failure or when all
@@ -110,7 +98,7 @@ class WorkersExited:
     failures: tuple[WorkerFailure, ...] = ()
 
 
-GROUP_EVENTS: tuple[type, ...] = (WorkersStarted, WorkersExited)
+GROUP_EVENTS: tuple[type, ...] = (GroupStarted, WorkersExited)
 """The observations of the current start's workers, stepped through its worker group."""
 
 
@@ -166,13 +154,13 @@ def _observed_at(observation: object) -> Instant:
 
 
 def _group_events(
-    state: NodeState, observation: WorkersStarted | WorkersExited, config: NodeConfig
+    state: NodeState, observation: GroupStarted | WorkersExited, config: NodeConfig
 ) -> tuple[WorkerGroup | None, tuple[object, ...], tuple[object, ...]]:
     """Step 1 for the workers' observations: the group after it, the agent events (the
     group's verdict), the group's rejections."""
     group, agent = state.group, state.agent
     running = agent.phase is ag.AgentPhase.RUNNING
-    if group is None and isinstance(observation, WorkersStarted) and running:
+    if group is None and isinstance(observation, GroupStarted) and running:
         # The current start's group, from the facts its StartWorkers gave the agent.
         group = make_group(
             role=config.agent.role,
@@ -189,8 +177,8 @@ def _group_events(
     from tpelastic.core import worker_group as wg
 
     events: list[wg.GroupEventT] = []
-    if isinstance(observation, WorkersStarted):
-        events.append(wg.GroupStarted(now=observation.now, pids=observation.pids))
+    if isinstance(observation, GroupStarted):
+        events.append(observation)
     elif observation.failures:
         for f in observation.failures:
             code = f.exitcode if f.exitcode is not None else -1
@@ -226,7 +214,7 @@ def _follow_effects(
 ) -> WorkerGroup | None:
     """Step 3 for the worker group: a ``StopWorkers`` stops the group (its workers' later
     exits are then no news); after a ``StartWorkers`` the node has no group until that start's
-    workers are reported running (``WorkersStarted``)."""
+    workers are reported running (``GroupStarted``)."""
     for effect in effects:
         if isinstance(effect, ag.StopWorkers) and group is not None:
             if group.phase not in (WorkerState.STOPPED, WorkerState.SUCCEEDED):
@@ -248,7 +236,7 @@ def node_step(state: NodeState, observation: object, config: NodeConfig) -> Node
             (a driver bug).
     """
     member, group = state.member, state.group
-    if isinstance(observation, (WorkersStarted, WorkersExited)):
+    if isinstance(observation, (GroupStarted, WorkersExited)):
         group, events, effects = _group_events(state, observation, config)
     else:
         member, events, effects = _agent_events(state, observation, config)
@@ -269,7 +257,7 @@ def has_news(state: NodeState, observation: object, config: NodeConfig) -> bool:
     """Would ``observation`` reach the agent (an agent event, or a membership observation that
     means one)? A quiet look, a failed look short of ``looks_lost`` or a keep-alive that holds
     only updates the membership reading."""
-    if isinstance(observation, (WorkersStarted, WorkersExited)):
+    if isinstance(observation, (GroupStarted, WorkersExited)):
         return bool(_group_events(state, observation, config)[1])
     return bool(_agent_events(state, observation, config)[1])
 
@@ -280,8 +268,8 @@ __all__ = [
     "NodeConfig",
     "NodeState",
     "NodeStep",
+    "GroupStarted",
     "WorkersExited",
-    "WorkersStarted",
     "has_news",
     "initial_node_state",
     "node_step",

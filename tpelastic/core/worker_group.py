@@ -24,7 +24,13 @@ from tpelastic.core import worker as w
 
 # The group and failure values live in group_values (the launch path imports them without this
 # machine); they are this module's names too.
-from tpelastic.core.group_values import WorkerFailure, WorkerGroup, fold_phase, make_group
+from tpelastic.core.group_values import (
+    GroupStarted,
+    WorkerFailure,
+    WorkerGroup,
+    fold_phase,
+    make_group,
+)
 from tpelastic.core.table import Guard, InvalidTransition, Row, Step, build_table
 from tpelastic.core.values import Emit, Instant, Rejected, value_eq, value_hash, value_repr
 from tpelastic.core.worker import Worker, WorkerState
@@ -49,19 +55,6 @@ class WorkerEvent:
     @property
     def now(self) -> Instant:
         return self.event.now
-
-
-@frozen(kw_only=True)
-class GroupStarted:
-    """The whole group was started at once: ``pids[i]`` runs local rank ``i`` (None: the agent
-    cannot tell that pid)."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    now: Instant
-    pids: tuple[int | None, ...]
 
 
 @frozen(kw_only=True)

@@ -315,7 +315,7 @@ class WorkerEffects:
         pids = self._pids()
         started = tuple(pids.get(lr) for lr in range(spec.local_world_size))
         # Before the pump starts: the group is started before any exit of its is stepped.
-        self._inbox.put(composed.WorkersStarted(now=self._clock.now(), pids=started))
+        self._inbox.put(composed.GroupStarted(now=self._clock.now(), pids=started))
         self._pumps.start(label)
         self._watching.watch(label)
 

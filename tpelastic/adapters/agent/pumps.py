@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from tpelastic.core.node import WorkersStarted
+from tpelastic.core.group_values import GroupStarted
 
 if TYPE_CHECKING:
     from tpelastic.adapters.agent.round_watch import RoundWatcher
@@ -127,7 +127,7 @@ class JoinEnded:
 
 
 # What is not an effect's outcome: pumps' observations, and the start of workers (a fact).
-_PUMPED = (WorkersEnded, WorkerWaitFailed, RoundChanged, JoinEnded, WorkersStarted)
+_PUMPED = (WorkersEnded, WorkerWaitFailed, RoundChanged, JoinEnded, GroupStarted)
 
 
 class WorkerExitPump:
