@@ -21,6 +21,7 @@ from tpelastic.core.rendezvous.records import (
     encode_reason,
     encode_result,
 )
+from tpelastic.core.rendezvous.replies import SlotsRead
 from tpelastic.core.rendezvous.state import JoinRequested, JoinState, retry_request
 from tpelastic.core.restart_budget import round_restart_count
 
@@ -48,9 +49,9 @@ def _collect(previous: RoundResult | None, slots: list[NodeInfo], failures: int)
         slot=0,
     )
     replies = [encode_node(info) for info in slots] + [str(failures).encode()]
-    verdict = reading.read_collection(state, OpsDone(replies=tuple(replies), now=1.0), CONFIG)
-    assert verdict.kind == "publish" and verdict.result is not None
-    return verdict.result
+    slots = reading.read_collection(state, OpsDone(replies=tuple(replies), now=1.0), CONFIG)
+    assert isinstance(slots, SlotsRead) and not slots.missing
+    return reading.draft_of(state, slots)
 
 
 @given(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from attrs import evolve
 
-from tpelastic.core.rendezvous import reading
+from tpelastic.core.rendezvous import join, reading
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LivenessTracker, judge
@@ -32,22 +32,22 @@ CLOSER = JoinState(
 )
 
 
-def _status(config: RendezvousConfig, beat: bytes | None, now: float) -> reading.Verdict:
+def _status(config: RendezvousConfig, beat: bytes | None, now: float) -> JoinState:
     # Replies to status_ops: closed, result, arrivals, b's member, gone and heartbeat keys, and
     # the round's proposal.
     replies = (None, None, b"1", None, None, beat, None)
     assert len(reading.status_ops(CLOSER)) == len(replies)
-    return reading.read_status(CLOSER, OpsDone(replies=replies, now=now), config)
+    return join.step(CLOSER, OpsDone(replies=replies, now=now), config).state
 
 
 def test_R13_with_leases_an_absent_heartbeat_key_is_dead_at_once() -> None:
-    verdict = _status(LEASED, None, now=1.0)
-    assert verdict.kind == "close" and verdict.state is not None
-    assert verdict.state.declared_dead == ("b",)
+    closing = _status(LEASED, None, now=1.0)
+    assert closing.phase is JoinPhase.COLLECTING
+    assert closing.declared_dead == ("b",)
     # A present key is alive, however long this closer has been looking.
-    assert _status(LEASED, b"alive", now=9_000.0).kind == "wait"
+    assert _status(LEASED, b"alive", now=9_000.0).phase is JoinPhase.WAITING
     # Counted liveness is unchanged: a first sighting of "no counter" starts b's clock.
-    assert _status(COUNTED, None, now=1.0).kind == "wait"
+    assert _status(COUNTED, None, now=1.0).phase is JoinPhase.WAITING
 
 
 def test_heartbeat_ops_renew_a_lease_or_bump_a_counter() -> None:

@@ -1,14 +1,15 @@
-"""The closer reads in one pass: liveness of a whole gather in one tracker update, and each
-reader evaluated once per step. Same answers as the node-by-node, reader-by-reader way (checked
+"""The closer reads in one pass: liveness of a whole gather in one tracker update, and the
+replies decoded once per step. Same answers as the node-by-node, reader-by-reader way (checked
 here against a dumb reference), at O(N) instead of O(N^2) per gather."""
 
 from __future__ import annotations
 
+import pytest
 from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tpelastic.core.rendezvous import join, reading
+from tpelastic.core.rendezvous import join, join_decode, reading
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LivenessTracker, judge, judge_many
@@ -20,6 +21,7 @@ from tpelastic.core.rendezvous.records import (
     decode_counter,
     encode_result,
 )
+from tpelastic.core.rendezvous.replies import RepliesUnreadable, StatusRead
 from tpelastic.core.rendezvous.state import JoinPhase, JoinState
 
 NAMES = st.sampled_from(["a", "b", "c", "d", "e"])
@@ -141,52 +143,37 @@ def test_a_gather_reads_the_members_as_the_node_by_node_reference_does(
     except StateCorrupt:
         expected = None
     replies = (None, None, b"3", *raws, None)  # the last: the round's proposal (none)
-    verdict = reading.read_status(state, OpsDone(replies=replies, now=now), config)
+    status = reading.read_status(state, OpsDone(replies=replies, now=now), config)
     if expected is None:
-        assert verdict.kind == "corrupt"
+        assert isinstance(status, RepliesUnreadable)
         return
     still, dead, liveness = expected
-    assert verdict.state is not None, verdict
-    assert verdict.state.pending == still
-    assert verdict.state.declared_dead == tuple(sorted(dead))
-    assert verdict.state.liveness == liveness
+    assert isinstance(status, StatusRead), status
+    assert status.pending == still
+    assert status.dead == tuple(sorted(dead))
+    assert status.liveness == liveness
 
 
 # --- one reading per step --------------------------------------------------------------------
 
 
-def test_once_per_step_reads_once_for_the_same_objects_and_again_for_new_ones() -> None:
-    calls: list[tuple[object, object, object]] = []
+def test_a_step_reads_its_replies_once_before_the_table_decides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every guard of the GATHERING group and the action of the row chosen read one typed fact:
+    # the replies (a closer's are O(previous world)) are read once per step, not once a guard.
+    calls: list[OpsDone] = []
+    read = join_decode.READERS[JoinPhase.GATHERING]
 
-    def count(state: object, event: object, config: object) -> int:
-        """A reader that counts its calls."""
-        calls.append((state, event, config))
-        return len(calls)
+    def counting(state: JoinState, event: OpsDone, config: RendezvousConfig) -> object:
+        calls.append(event)
+        return read(state, event, config)
 
-    read = reading.once_per_step(count)
-    event = OpsDone(replies=(b"1",), now=0.0)
-    assert [read(CLOSER, event, CONFIG) for _ in range(6)] == [1] * 6
-    # Identity, not equality: an equal event of a later step is a new reading.
-    assert read(CLOSER, OpsDone(replies=(b"1",), now=0.0), CONFIG) == 2
-    assert read(CLOSER, event, CONFIG) == 3
-    assert read.__doc__ == "A reader that counts its calls."
-
-
-def test_once_per_step_does_not_remember_a_failure() -> None:
-    attempts: list[int] = []
-
-    def flaky(state: object, event: object, config: object) -> str:
-        attempts.append(1)
-        if len(attempts) == 1:
-            raise ValueError("first time")
-        return "ok"
-
-    read = reading.once_per_step(flaky)
-    try:
-        read(1, 2, 3)
-    except ValueError:
-        pass
-    assert read(1, 2, 3) == "ok" and len(attempts) == 2
+    monkeypatch.setitem(join_decode.READERS, JoinPhase.GATHERING, counting)
+    members = reading.expected_members(CLOSER)
+    replies = (None, None, b"6", *([b"1", None, b"0"] * len(members)), None)
+    done = join.step(CLOSER, OpsDone(replies=replies, now=1.0), CONFIG)
+    assert done.state.phase is JoinPhase.COLLECTING and len(calls) == 1
 
 
 def test_a_publishing_step_answers_from_one_encoding_of_the_draft() -> None:

@@ -21,8 +21,8 @@ from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.liveness import LivenessTracker
 from tpelastic.core.rendezvous.membership import RoundWatch
 from tpelastic.core.rendezvous.ops import Get, JoinSucceeded, OpsDone, SetLeased
-from tpelastic.core.rendezvous.reading import Verdict
 from tpelastic.core.rendezvous.records import ClosedRecord, NodeInfo, RoundResult
+from tpelastic.core.rendezvous.replies import ResultRead, StatusRead
 from tpelastic.core.rendezvous.state import JoinPhase, JoinRequested, JoinState
 from tpelastic.core.values import Emit, Rejected, value_eq, value_hash, value_repr
 
@@ -53,7 +53,7 @@ MODULES = (
     "tpelastic.core.rendezvous.liveness",
     "tpelastic.core.rendezvous.membership",
     "tpelastic.core.rendezvous.ops",
-    "tpelastic.core.rendezvous.reading",
+    "tpelastic.core.rendezvous.replies",
     "tpelastic.core.rendezvous.records",
     "tpelastic.core.rendezvous.state",
 )
@@ -200,8 +200,8 @@ def _rendezvous_pairs() -> list[tuple[object, object]]:
             JoinRequested(run_id="r", node="a", now=0.0),
             JoinRequested(run_id="r", node="a", now=0.0),
         ),
-        (Verdict(kind="wait", round_no=1), Verdict(kind="wait", round_no=1)),
-        (Verdict(kind="wait", result=result), Verdict(kind="wait", result=None)),
+        (StatusRead(now=1.0, arrivals=2), StatusRead(now=1.0, arrivals=2)),
+        (ResultRead(now=1.0, result=result), ResultRead(now=1.0, result=result, won=True)),
         (tracker, LivenessTracker().observe("a", 3, 1.0)),
         (tracker, LivenessTracker().observe("a", 3, 2.0)),
         (

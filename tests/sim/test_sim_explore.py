@@ -5,6 +5,8 @@ shortest, replayable counterexamples."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from attrs import evolve
 
@@ -14,7 +16,7 @@ from tpelastic.core.agent.states import AgentConfig, AgentState
 from tpelastic.core.node import node_step
 from tpelastic.core.rendezvous import join, reading
 from tpelastic.core.rendezvous.config import RendezvousConfig
-from tpelastic.core.rendezvous.ops import OpsDone
+from tpelastic.core.rendezvous.replies import StatusRead
 from tpelastic.core.rendezvous.state import JoinState
 from tpelastic.core.sim.explore import (
     FAULT_BOUNDS,
@@ -35,18 +37,16 @@ from tpelastic.core.table import Row, build_table
 
 
 def closes_without_waiting_for_members(
-    state: JoinState, event: OpsDone, config: RendezvousConfig
+    state: JoinState, event: StatusRead, config: RendezvousConfig
 ) -> bool:
     """Test-only broken guard: close once min_nodes arrived, ignoring pending members of the
     previous round (and the last call). One world at a time (R7) must then break."""
-    verdict = reading.read_status(state, event, config)
-    if verdict.kind == "close":
+    if join.GUARDS["may_close"](state, event, config):
         return True
-    return (
-        verdict.kind == "wait"
-        and verdict.state is not None
-        and (verdict.state.arrivals >= config.min_nodes)
-    )
+    other = ("join_window_over", "proposal_stalled")
+    if any(join.GUARDS[name](state, event, config) for name in other):
+        return False
+    return event.arrivals >= config.min_nodes
 
 
 BROKEN = build_table(
@@ -59,6 +59,8 @@ BROKEN = build_table(
     actions=join.ACTIONS,
     terminal=join.TABLE.terminal,
 )
+
+BROKEN_STEP = functools.partial(join.step, table=BROKEN)
 
 FORMING = Bounds(nodes=3, min_nodes=2, max_nodes=3, ticks=0, crashes=0, failures=0)
 
@@ -97,7 +99,7 @@ def test_the_store_hosts_death_ends_every_survivor_cleanly() -> None:
 def test_a_broken_join_guard_is_found_with_a_minimal_replayable_counterexample() -> None:
     bounds = Bounds(nodes=2, min_nodes=1, max_nodes=2, ticks=0, crashes=0, failures=1)
     assert explore(bounds).counterexample is None  # the real table is fine here
-    found = explore(bounds, step=BROKEN.step)
+    found = explore(bounds, step=BROKEN_STEP)
     example = found.counterexample
     assert example is not None
     assert example.invariant == "R7", example
@@ -108,10 +110,10 @@ def test_a_broken_join_guard_is_found_with_a_minimal_replayable_counterexample()
     assert events[0] == ("start", "n0") and ("start", "n1") in events
     assert len(events) == found.deepest  # breadth first: nothing shorter breaks an invariant
     with pytest.raises(Violation, match="R7"):
-        replay(bounds, events, step=BROKEN.step)
-    replay(bounds, events[:-1], step=BROKEN.step)  # one event shorter: no violation yet
+        replay(bounds, events, step=BROKEN_STEP)
+    replay(bounds, events[:-1], step=BROKEN_STEP)  # one event shorter: no violation yet
     with pytest.raises(ValueError, match="not enabled"):
-        replay(bounds, events[1:], step=BROKEN.step)
+        replay(bounds, events[1:], step=BROKEN_STEP)
 
 
 def test_a_closer_that_drops_the_attempts_is_caught_by_R16(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from tpelastic.core.rendezvous import join
 from tpelastic.core.rendezvous.config import RendezvousConfig
-from tpelastic.core.rendezvous.ops import OpsDone
+from tpelastic.core.rendezvous.replies import StatusRead
 from tpelastic.core.rendezvous.state import JoinState
 from tpelastic.core.sim import faults
 from tpelastic.core.sim.cluster import Cluster
@@ -277,7 +278,7 @@ def test_new_fault_kinds_parse_and_bad_ones_are_one_line() -> None:
 # --- the explorer reports a join table under which no world ever forms ------------------------
 
 
-def never_closes(state: JoinState, event: OpsDone, config: RendezvousConfig) -> bool:
+def never_closes(state: JoinState, event: StatusRead, config: RendezvousConfig) -> bool:
     """Test-only broken guard: a round never closes, so no first world ever forms."""
     return False
 
@@ -296,7 +297,8 @@ NEVER_CLOSES = build_table(
 
 def test_the_liveness_explorer_reports_a_table_that_never_forms_a_world() -> None:
     bounds = Bounds(nodes=3, ticks=0, crashes=0, failures=0)
-    found = explore_liveness(bounds, step=NEVER_CLOSES.step, rotations=20)
+    step = functools.partial(join.step, table=NEVER_CLOSES)
+    found = explore_liveness(bounds, step=step, rotations=20)
     assert found.stall is not None
     assert found.stall.events == ()  # the initial state already cannot settle
     assert "joining" in found.stall.detail

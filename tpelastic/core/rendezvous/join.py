@@ -15,27 +15,49 @@ A round may complete only when (one world at a time) every member of the previou
 arrived, left, or been found dead (by the closer's own clock, or with leases by its heartbeat key
 being gone); at least ``min_nodes`` arrived; and
 either ``max_nodes`` arrived or the last call (``last_call_timeout`` after min was reached) is
-over. Guards are named here and read replies through :mod:`tpelastic.core.rendezvous.reading`;
-the table does not know which node it runs on.
+over. Before each step the store's replies are decoded, once, into the typed fact they hold for
+the phase that asked (:mod:`tpelastic.core.rendezvous.join_decode`, events of
+:mod:`tpelastic.core.rendezvous.replies`); the rows are keyed by those facts, and the guards,
+named here, read their fields. The table does not know which node it runs on.
 """
 
 from __future__ import annotations
 
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.join_actions import ACTIONS
+from tpelastic.core.rendezvous.join_decode import decode
 from tpelastic.core.rendezvous.join_guards import GUARDS
-from tpelastic.core.rendezvous.ops import OpsDone, WaitEnded
+from tpelastic.core.rendezvous.ops import WaitEnded
+from tpelastic.core.rendezvous.replies import (
+    REPLY_EVENTS,
+    ArrivedRoundRead,
+    Confirmed,
+    Located,
+    NoResults,
+    ReformChecked,
+    RepliesUnreadable,
+    ResultRead,
+    RoundDecided,
+    RoundForming,
+    RoundTaken,
+    RunClosed,
+    SlotsRead,
+    SlotTaken,
+    StatusRead,
+    Written,
+)
 from tpelastic.core.rendezvous.state import TERMINAL, JoinPhase, JoinRequested, JoinState
-from tpelastic.core.table import Row, Step, build_table
+from tpelastic.core.table import Row, Step, Table, build_table
 
 # The guards (and the readers they share with the actions) are in join_guards.py, the actions in
 # join_actions.py; this module holds the rows and the table. GUARDS, ACTIONS and TERMINAL stay
 # importable from here, where the tests and the simulator's explorer take them.
-__all__ = ["ACTIONS", "GUARDS", "ROWS", "TABLE", "TERMINAL", "step"]
+__all__ = ["ACTIONS", "GUARDS", "ROWS", "TABLE", "TERMINAL", "decode", "step"]
 
 P = JoinPhase
 
 R = Row
+_READS = (P.RESUMING, P.LOCATING, P.PROBING, P.REFORMING, P.GATHERING, P.PUBLISHING)
 ROWS = (
     R(
         src=P.IDLE,
@@ -54,31 +76,24 @@ ROWS = (
         note="a member of the last round: first see whether a proposal names it",
     ),
     R(src=P.IDLE, on=JoinRequested, dst=P.LOCATING, action="locate"),
-    R(
-        src=P.REFORMING,
-        on=OpsDone,
-        dst=P.CLOSED,
-        guard="reform_closed",
-        action="fail_closed_reform",
+    *(
+        R(src=p, on=RunClosed, dst=P.CLOSED, action="fail_closed")
+        for p in (*_READS, P.READING_RESULT)
+    ),
+    *(
+        R(src=p, on=RepliesUnreadable, dst=P.CORRUPT, action="fail_corrupt")
+        for p in (*_READS, P.ARRIVING, P.COLLECTING, P.READING_RESULT)
     ),
     R(
         src=P.REFORMING,
-        on=OpsDone,
-        dst=P.CORRUPT,
-        guard="reform_corrupt",
-        action="fail_corrupt_reform",
-    ),
-    R(
-        src=P.REFORMING,
-        on=OpsDone,
+        on=RoundDecided,
         dst=P.READING_RESULT,
-        guard="reform_decided",
         action="read_reformed",
         note="the next round already has a result: read it",
     ),
     R(
         src=P.REFORMING,
-        on=OpsDone,
+        on=ReformChecked,
         dst=P.CONFIRMING,
         guard="proposal_names_me",
         action="confirm",
@@ -86,14 +101,14 @@ ROWS = (
     ),
     R(
         src=P.REFORMING,
-        on=OpsDone,
+        on=ReformChecked,
         dst=P.LOCATING,
         action="locate_after_check",
         note="no proposal for it: join as usual",
     ),
     R(
         src=P.CONFIRMING,
-        on=OpsDone,
+        on=Confirmed,
         dst=P.PUBLISHING,
         guard="last_to_confirm",
         action="publish_reformed",
@@ -101,24 +116,16 @@ ROWS = (
     ),
     R(
         src=P.CONFIRMING,
-        on=OpsDone,
+        on=Confirmed,
         dst=P.GATHERING,
         guard="first_to_confirm",
         action="gather",
         note="the first one watches the others, as a closer: gone or dead, it gives up",
     ),
-    R(src=P.CONFIRMING, on=OpsDone, dst=P.FOLLOWING, action="follow"),
-    R(src=P.RESUMING, on=OpsDone, dst=P.CLOSED, guard="resume_closed", action="fail_closed_resume"),
+    R(src=P.CONFIRMING, on=Confirmed, dst=P.FOLLOWING, action="follow"),
     R(
         src=P.RESUMING,
-        on=OpsDone,
-        dst=P.CORRUPT,
-        guard="resume_corrupt",
-        action="fail_corrupt_resume",
-    ),
-    R(
-        src=P.RESUMING,
-        on=OpsDone,
+        on=ArrivedRoundRead,
         dst=P.COMPLETE,
         guard="still_member",
         action="resume",
@@ -126,7 +133,7 @@ ROWS = (
     ),
     R(
         src=P.RESUMING,
-        on=OpsDone,
+        on=ArrivedRoundRead,
         dst=P.REGISTERING,
         guard="slot_held",
         action="reclaim",
@@ -134,64 +141,76 @@ ROWS = (
     ),
     R(
         src=P.RESUMING,
-        on=OpsDone,
+        on=ArrivedRoundRead,
+        dst=P.LOCATING,
+        guard="store_forgot",
+        action="relocate_as_newcomer",
+        note="the store started again empty: join what forms as a newcomer",
+    ),
+    R(
+        src=P.RESUMING,
+        on=ArrivedRoundRead,
+        dst=P.LOCATING,
+        guard="world_ended",
+        action="rejoin_after_its_world",
+        note="its round completed with it, but the next one opened (or it is void): rejoin",
+    ),
+    R(
+        src=P.RESUMING,
+        on=ArrivedRoundRead,
+        dst=P.LOCATING,
+        guard="maybe_found_dead",
+        action="reform_around_it",
+        note="its heartbeats may have failed: end its world so everyone re-forms around it",
+    ),
+    R(
+        src=P.RESUMING,
+        on=ArrivedRoundRead,
         dst=P.LOCATING,
         action="relocate",
         note="nothing to take up: join as usual (as a member of that round, if it is one)",
     ),
-    R(
-        src=P.LOCATING,
-        on=OpsDone,
-        dst=P.CLOSED,
-        guard="location_closed",
-        action="fail_closed_location",
-    ),
-    R(
-        src=P.LOCATING,
-        on=OpsDone,
-        dst=P.CORRUPT,
-        guard="location_corrupt",
-        action="fail_corrupt_location",
-    ),
-    R(src=P.LOCATING, on=OpsDone, dst=P.PROBING, action="probe"),
+    R(src=P.LOCATING, on=Located, dst=P.PROBING, action="probe"),
     R(
         src=P.PROBING,
-        on=OpsDone,
+        on=RoundTaken,
         dst=P.PROBING,
-        guard="probe_taken",
         action="probe_next",
         note="that round is complete: look at the next",
     ),
     R(
         src=P.PROBING,
-        on=OpsDone,
+        on=NoResults,
+        dst=P.LOCATING,
+        guard="own_round_forgotten",
+        action="locate_as_newcomer",
+        note="the store holds no result of this node's round: join what forms as a newcomer",
+    ),
+    R(
+        src=P.PROBING,
+        on=NoResults,
         dst=P.PROBING,
-        guard="probe_behind",
-        action="probe_next",
+        action="probe_back",
         note="the published hint ran ahead of the results: scan again from the lowest round",
     ),
     R(
         src=P.PROBING,
-        on=OpsDone,
-        dst=P.LOCATING,
-        guard="probe_forgotten",
-        action="locate_as_newcomer",
-        note="the store holds no result of this node's round: join what forms as a newcomer",
-    ),
-    R(src=P.PROBING, on=OpsDone, dst=P.CLOSED, guard="probe_closed", action="fail_closed_probe"),
-    R(
-        src=P.PROBING,
-        on=OpsDone,
+        on=RoundForming,
         dst=P.RESUMING,
         guard="probe_finds_member",
         action="recheck_previous",
         note="the latest round includes this node, which says it comes from before: a retry",
     ),
-    R(src=P.PROBING, on=OpsDone, dst=P.CORRUPT, guard="probe_corrupt", action="fail_corrupt_probe"),
-    R(src=P.PROBING, on=OpsDone, dst=P.ARRIVING, action="arrive", note="found the forming round"),
-    R(src=P.ARRIVING, on=OpsDone, dst=P.REGISTERING, action="register"),
-    R(src=P.REGISTERING, on=OpsDone, dst=P.GATHERING, guard="closer_slot", action="gather"),
-    R(src=P.REGISTERING, on=OpsDone, dst=P.FOLLOWING, action="follow"),
+    R(
+        src=P.PROBING,
+        on=RoundForming,
+        dst=P.ARRIVING,
+        action="arrive",
+        note="found the forming round",
+    ),
+    R(src=P.ARRIVING, on=SlotTaken, dst=P.REGISTERING, action="register"),
+    R(src=P.REGISTERING, on=Written, dst=P.GATHERING, guard="closer_slot", action="gather"),
+    R(src=P.REGISTERING, on=Written, dst=P.FOLLOWING, action="follow"),
     R(
         src=P.FOLLOWING,
         on=WaitEnded,
@@ -209,45 +228,30 @@ ROWS = (
     ),
     R(
         src=P.GATHERING,
-        on=OpsDone,
-        dst=P.CLOSED,
-        guard="status_closed",
-        action="fail_closed_status",
-    ),
-    R(
-        src=P.GATHERING,
-        on=OpsDone,
-        dst=P.CORRUPT,
-        guard="status_corrupt",
-        action="fail_corrupt_status",
-    ),
-    R(
-        src=P.GATHERING,
-        on=OpsDone,
+        on=RoundDecided,
         dst=P.READING_RESULT,
-        guard="result_exists",
         action="read_result",
         note="another closer published first",
     ),
     R(
         src=P.GATHERING,
-        on=OpsDone,
+        on=StatusRead,
         dst=P.PUBLISHING,
         guard="proposal_stalled",
         action="publish_void",
         note="the survivors did not confirm in time: give the round up, the next one re-forms",
     ),
-    R(src=P.GATHERING, on=OpsDone, dst=P.COLLECTING, guard="may_close", action="collect"),
+    R(src=P.GATHERING, on=StatusRead, dst=P.COLLECTING, guard="may_close", action="collect"),
     R(
         src=P.GATHERING,
-        on=OpsDone,
+        on=StatusRead,
         dst=P.TIMED_OUT,
         guard="join_window_over",
         action="fail_timeout_status",
     ),
     R(
         src=P.GATHERING,
-        on=OpsDone,
+        on=StatusRead,
         dst=P.WAITING,
         action="wait",
         note="block on the key whose arrival could change the verdict, until the next deadline",
@@ -255,14 +259,7 @@ ROWS = (
     R(src=P.WAITING, on=WaitEnded, dst=P.GATHERING, action="gather"),
     R(
         src=P.COLLECTING,
-        on=OpsDone,
-        dst=P.CORRUPT,
-        guard="collection_corrupt",
-        action="fail_corrupt_collection",
-    ),
-    R(
-        src=P.COLLECTING,
-        on=OpsDone,
+        on=SlotsRead,
         dst=P.TIMED_OUT,
         guard="collection_timed_out",
         action="fail_timeout_collection",
@@ -270,60 +267,37 @@ ROWS = (
     ),
     R(
         src=P.COLLECTING,
-        on=OpsDone,
+        on=SlotsRead,
         dst=P.WAITING,
         guard="slots_unwritten",
         action="await_slots",
         note="a counted arrival has not written its slot yet",
     ),
-    R(src=P.COLLECTING, on=OpsDone, dst=P.PUBLISHING, action="publish"),
-    R(src=P.PUBLISHING, on=OpsDone, dst=P.ANNOUNCING, guard="won_publish", action="announce"),
-    R(src=P.PUBLISHING, on=OpsDone, dst=P.COMPLETE, guard="lost_to_mine", action="complete"),
-    R(src=P.PUBLISHING, on=OpsDone, dst=P.ARRIVING, guard="lost_to_not_mine", action="move_on"),
+    R(src=P.COLLECTING, on=SlotsRead, dst=P.PUBLISHING, action="publish"),
+    R(src=P.PUBLISHING, on=ResultRead, dst=P.ANNOUNCING, guard="won_publish", action="announce"),
+    R(src=P.PUBLISHING, on=ResultRead, dst=P.COMPLETE, guard="result_mine", action="complete"),
     R(
         src=P.PUBLISHING,
-        on=OpsDone,
-        dst=P.CLOSED,
-        guard="lost_to_closed",
-        action="fail_closed_result",
+        on=ResultRead,
+        dst=P.ARRIVING,
+        action="move_on",
+        note="another closer's result landed first, without this node: wait in the next round",
     ),
-    R(
-        src=P.PUBLISHING,
-        on=OpsDone,
-        dst=P.CORRUPT,
-        guard="lost_to_corrupt",
-        action="fail_corrupt_result",
-    ),
-    R(src=P.ANNOUNCING, on=OpsDone, dst=P.COMPLETE, guard="in_draft", action="complete_as_closer"),
+    R(src=P.ANNOUNCING, on=Written, dst=P.COMPLETE, guard="in_draft", action="complete_as_closer"),
     R(
         src=P.ANNOUNCING,
-        on=OpsDone,
+        on=Written,
         dst=P.ARRIVING,
         action="move_on_from_draft",
         note="a closer left out of a full world waits in the next round",
     ),
-    R(src=P.READING_RESULT, on=OpsDone, dst=P.COMPLETE, guard="result_mine", action="complete"),
+    R(src=P.READING_RESULT, on=ResultRead, dst=P.COMPLETE, guard="result_mine", action="complete"),
     R(
         src=P.READING_RESULT,
-        on=OpsDone,
+        on=ResultRead,
         dst=P.ARRIVING,
-        guard="result_not_mine",
         action="move_on",
         note="left out (late or beyond max_nodes): wait in the next round",
-    ),
-    R(
-        src=P.READING_RESULT,
-        on=OpsDone,
-        dst=P.CLOSED,
-        guard="result_closed",
-        action="fail_closed_result",
-    ),
-    R(
-        src=P.READING_RESULT,
-        on=OpsDone,
-        dst=P.CORRUPT,
-        guard="result_corrupt",
-        action="fail_corrupt_result",
     ),
 )
 
@@ -331,7 +305,7 @@ TABLE = build_table(
     name="rendezvous_join",
     phases=JoinPhase,
     initial=JoinPhase.IDLE,
-    events=(JoinRequested, OpsDone, WaitEnded),
+    events=(JoinRequested, *REPLY_EVENTS, WaitEnded),
     rows=ROWS,
     guards=GUARDS,
     actions=ACTIONS,
@@ -340,6 +314,10 @@ TABLE = build_table(
 )
 
 
-def step(state: JoinState, event: object, config: RendezvousConfig) -> Step[JoinState]:
-    """Apply one event to a node's join. Unknown (phase, event) pairs are rejected cleanly."""
-    return TABLE.step(state, event, config)
+def step(
+    state: JoinState, event: object, config: RendezvousConfig, table: Table = TABLE
+) -> Step[JoinState]:
+    """Apply one event to a node's join: replies (``OpsDone``) are first decoded into the fact
+    they hold for the phase that asked (:func:`~tpelastic.core.rendezvous.join_decode.decode`),
+    then ``table`` is stepped with it. Unknown (phase, event) pairs are rejected cleanly."""
+    return table.step(state, decode(state, event, config), config)

@@ -1,14 +1,13 @@
 """The rendezvous join's actions: each returns the next state's data and the effects in order.
 
 ``ACTIONS`` maps the names the rows of :mod:`tpelastic.core.rendezvous.join` use to them. An
-action reads the step's replies through the same once-per-step readers as the guards
-(:mod:`tpelastic.core.rendezvous.join_guards`), so a step reads its replies once. All pure.
+action reads the typed event its row was chosen for (the replies were decoded once, before the
+step: :mod:`tpelastic.core.rendezvous.join_decode`). All pure.
 """
 
 from __future__ import annotations
 
 from tpelastic.core.copying import evolve
-from tpelastic.core.rendezvous import join_guards as gd
 from tpelastic.core.rendezvous import reading, reform, resuming
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
@@ -18,7 +17,6 @@ from tpelastic.core.rendezvous.ops import (
     Get,
     JoinFailed,
     JoinSucceeded,
-    OpsDone,
     Set,
     SetIfAbsent,
     StoreOps,
@@ -32,15 +30,29 @@ from tpelastic.core.rendezvous.records import (
     encode_reason,
     encode_result,
 )
+from tpelastic.core.rendezvous.replies import (
+    ArrivedRoundRead,
+    Confirmed,
+    Located,
+    NoResults,
+    ReformChecked,
+    RepliesUnreadable,
+    ResultRead,
+    RoundDecided,
+    RoundForming,
+    RoundTaken,
+    RunClosed,
+    SlotsRead,
+    SlotTaken,
+    StatusRead,
+    Written,
+)
 from tpelastic.core.rendezvous.state import OPENING_REASONS, JoinRequested, JoinState
 from tpelastic.core.table import Action
 from tpelastic.core.values import Emit
 
 Effects = tuple[object, ...]
 Result = tuple[JoinState, Effects]
-
-
-# --- actions: pure, each returns the next state's data and the effects in order -----------------
 
 
 def _fresh(event: JoinRequested, config: RendezvousConfig) -> JoinState:
@@ -71,35 +83,31 @@ def _check_reform(state: JoinState, event: JoinRequested, config: RendezvousConf
     return new, (StoreOps(reform.check_ops(new)),)
 
 
-def _locate_after_check(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+def _locate_after_check(state: JoinState, event: ReformChecked, config: RendezvousConfig) -> Result:
     return state, _locate_ops(state)
 
 
-def _read_reformed(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    new = gd.reform_check(state, event, config).state
-    assert new is not None
-    return _read_result(new, event, config)
+def _read_reformed(state: JoinState, event: RoundDecided, config: RendezvousConfig) -> Result:
+    return _read_result(evolve(state, round_no=(state.from_round or 0) + 1), event, config)
 
 
-def _confirm(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    new = gd.reform_check(state, event, config).state
-    assert new is not None
+def _confirm(state: JoinState, event: ReformChecked, config: RendezvousConfig) -> Result:
+    new = reform.confirming(state, event)
     return new, (StoreOps(reform.confirm_ops(new)),)
 
 
-def _publish_reformed(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    return _offer(state, gd.confirmation(state, event, config).result)
+def _publish_reformed(state: JoinState, event: Confirmed, config: RendezvousConfig) -> Result:
+    return _offer(state, reform.confirmed_round(state))
 
 
-def _publish_void(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    verdict = gd.status(state, event, config)
+def _publish_void(state: JoinState, event: StatusRead, config: RendezvousConfig) -> Result:
     note = Emit(name="rendezvous.round_void", fields=(("round", state.round_no),))
-    new, effects = _offer(verdict.state or state, verdict.result)
+    watching = reform.watching(reading.after_status(state, event, config), event, config)
+    new, effects = _offer(watching, reform.void_round(state, event, config))
     return new, (note, *effects)
 
 
-def _offer(state: JoinState, draft: RoundResult | None) -> Result:
-    assert draft is not None
+def _offer(state: JoinState, draft: RoundResult) -> Result:
     key = state.keys.result(state.round_no)
     offered = evolve(state, draft=draft, unwritten_since=None)
     return offered, (StoreOps((SetIfAbsent(key, encode_result(draft)),)),)
@@ -111,14 +119,14 @@ def _recheck(state: JoinState, event: JoinRequested, config: RendezvousConfig) -
     return new, (StoreOps(resuming.resume_ops(new, round_no)),)
 
 
-def _recheck_previous(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+def _recheck_previous(state: JoinState, event: RoundForming, config: RendezvousConfig) -> Result:
     round_no = state.round_no - 1  # the probe found this node in the round before the forming one
     new = evolve(state, round_no=round_no, arrived_slot=None, may_resume=False)
     return new, (StoreOps(resuming.resume_ops(new, round_no)),)
 
 
-def _resume(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    result = gd.resume_verdict(state, event, config).result
+def _resume(state: JoinState, event: ArrivedRoundRead, config: RendezvousConfig) -> Result:
+    result = event.current
     assert result is not None
     rank = result.rank_of(state.node.node)
     assert rank is not None
@@ -127,43 +135,50 @@ def _resume(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Resul
     return new, (note, JoinSucceeded(result=result, rank=rank))
 
 
-def _reclaim(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    verdict = gd.resume_verdict(state, event, config)
+def _reclaim(state: JoinState, event: ArrivedRoundRead, config: RendezvousConfig) -> Result:
     slot = state.arrived_slot
     assert slot is not None
-    new, _ = _arrive_at(evolve(state, may_resume=False), verdict.round_no, verdict.previous)
+    new, _ = _arrive_at(evolve(state, may_resume=False), state.round_no, event.previous)
     return _register_slot(evolve(new, arrived_slot=None), slot)
 
 
-def _relocate(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    new = gd.resume_verdict(state, event, config).state
-    assert new is not None
-    return new, _locate_ops(new)
+def _relocating(from_round: str, reason: str | None) -> Action:
+    """Join as usual from the round named by ``from_round`` (``none``: as a newcomer; ``own``:
+    the round it says it comes from; ``arrived``: the round it arrived in), for ``reason``
+    (None: its own)."""
+
+    def action(state: JoinState, event: ArrivedRoundRead, config: RendezvousConfig) -> Result:
+        base = {"none": None, "own": state.from_round, "arrived": state.round_no}[from_round]
+        new = resuming.relocated(state, base, reason or state.reason)
+        return new, _locate_ops(new)
+
+    return action
 
 
-def _probe(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    verdict = gd.location(state, event, config)
-    return _probe_round(state, verdict.round_no)
+def _probe(state: JoinState, event: Located, config: RendezvousConfig) -> Result:
+    return _probe_round(state, event.round_no)
 
 
 def _probe_round(state: JoinState, round_no: int) -> Result:
     return evolve(state, round_no=round_no), (StoreOps(reading.probe_ops(state, round_no)),)
 
 
-def _probe_next(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    return _probe_round(state, gd.probe_verdict(state, event, config).round_no)
+def _probe_next(state: JoinState, event: RoundTaken, config: RendezvousConfig) -> Result:
+    return _probe_round(state, state.round_no + 1)
 
 
-def _locate_as_newcomer(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    new = gd.probe_verdict(state, event, config).state
-    assert new is not None
+def _probe_back(state: JoinState, event: NoResults, config: RendezvousConfig) -> Result:
+    return _probe_round(state, reading.scan_from(state))
+
+
+def _locate_as_newcomer(state: JoinState, event: NoResults, config: RendezvousConfig) -> Result:
+    new = reading.as_newcomer(state)
     note = Emit(name="rendezvous.round_forgotten", fields=(("round", state.round_no - 1),))
     return new, (note, *_locate_ops(new))
 
 
-def _arrive(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    verdict = gd.probe_verdict(state, event, config)
-    return _arrive_at(state, verdict.round_no, verdict.previous)
+def _arrive(state: JoinState, event: RoundForming, config: RendezvousConfig) -> Result:
+    return _arrive_at(state, state.round_no, event.previous)
 
 
 def _arrive_at(state: JoinState, round_no: int, previous: RoundResult | None) -> Result:
@@ -185,8 +200,8 @@ def _arrive_at(state: JoinState, round_no: int, previous: RoundResult | None) ->
     return new, (StoreOps((Add(new.keys.arrivals(round_no), 1),)),)
 
 
-def _register(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    return _register_slot(state, int(event.replies[0] or 0) - 1)
+def _register(state: JoinState, event: SlotTaken, config: RendezvousConfig) -> Result:
+    return _register_slot(state, event.slot)
 
 
 def _register_slot(state: JoinState, slot: int) -> Result:
@@ -206,7 +221,7 @@ def _register_slot(state: JoinState, slot: int) -> Result:
     return new, (StoreOps(tuple(ops)),)  # type: ignore[arg-type]
 
 
-def _follow(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+def _follow(state: JoinState, event: Written | Confirmed, config: RendezvousConfig) -> Result:
     until = event.now + config.takeover_delay
     new = evolve(state, follow_until=until)
     # A survivor that confirmed a proposal waits for its few-byte formed record instead.
@@ -219,10 +234,14 @@ def _gather(state: JoinState, event: object, config: RendezvousConfig) -> Result
     return state, (StoreOps(reading.status_ops(state)),)
 
 
-def _wait(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    verdict = gd.status(state, event, config)
-    new = verdict.state or state
-    return new, (*_dead_notes(state, new), StoreWait(verdict.wait_keys, verdict.wait_until))
+def _wait(state: JoinState, event: StatusRead, config: RendezvousConfig) -> Result:
+    new = reading.after_status(state, event, config)
+    if event.proposal is not None:
+        new = reform.watching(new, event, config)
+        keys, until = reform.proposal_wait(new, config, event.now)
+    else:
+        keys, until = reading.next_wait(new, config, event.now)
+    return new, (*_dead_notes(state, new), StoreWait(keys, until))
 
 
 def _dead_notes(old: JoinState, new: JoinState) -> Effects:
@@ -233,25 +252,27 @@ def _dead_notes(old: JoinState, new: JoinState) -> Effects:
     )
 
 
-def _collect(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    new = gd.status(state, event, config).state or state
+def _collect(state: JoinState, event: StatusRead, config: RendezvousConfig) -> Result:
+    new = reading.after_status(state, event, config)
     return new, (*_dead_notes(state, new), StoreOps(reading.collect_ops(new)))
 
 
-def _await_slots(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    verdict = gd.collection(state, event, config)
-    waiting = verdict.state if verdict.state is not None else state
+def _await_slots(state: JoinState, event: SlotsRead, config: RendezvousConfig) -> Result:
+    waiting = state
+    if reading.awaits_a_writer(state, event, config):
+        since = state.unwritten_since if state.unwritten_since is not None else event.now
+        waiting = evolve(state, unwritten_since=since)
     until = min(state.deadline, event.now + config.heartbeat_interval)
     if waiting.unwritten_since is not None:
         until = min(until, waiting.unwritten_since + config.heartbeat_timeout)
-    return waiting, (StoreWait(verdict.wait_keys, until),)
+    return waiting, (StoreWait(event.missing, until),)
 
 
-def _publish(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    return _offer(state, gd.collection(state, event, config).result)
+def _publish(state: JoinState, event: SlotsRead, config: RendezvousConfig) -> Result:
+    return _offer(state, reading.draft_of(state, event))
 
 
-def _announce(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+def _announce(state: JoinState, event: ResultRead, config: RendezvousConfig) -> Result:
     assert state.draft is not None
     formed = reform.formed_ops(state, state.draft)
     return state, (StoreOps((*formed, Add(state.keys.published_rounds(), 1))),)
@@ -266,45 +287,56 @@ def _read_result(state: JoinState, event: object, config: RendezvousConfig) -> R
     return new, (StoreOps((Get(state.keys.result(state.round_no)),)),)
 
 
-def _complete(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    result = state.draft if gd.won_publish(state, event, config) else None
-    result = result or gd.result_verdict(state, event, config).result
-    assert result is not None
+def _complete_with(state: JoinState, result: RoundResult) -> Result:
     rank = result.rank_of(state.node.node)
     assert rank is not None
     return evolve(state, result=result), (JoinSucceeded(result=result, rank=rank),)
 
 
-def _complete_as_closer(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    result = state.draft
-    assert result is not None
-    rank = result.rank_of(state.node.node)
-    assert rank is not None
-    return evolve(state, result=result), (JoinSucceeded(result=result, rank=rank),)
+def _complete(state: JoinState, event: ResultRead, config: RendezvousConfig) -> Result:
+    return _complete_with(state, event.result)
 
 
-def _move_on_from_draft(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
+def _complete_as_closer(state: JoinState, event: object, config: RendezvousConfig) -> Result:
+    assert state.draft is not None
+    return _complete_with(state, state.draft)
+
+
+def _move_on_from_draft(state: JoinState, event: object, config: RendezvousConfig) -> Result:
     # The world filled up with the previous round's members: this node waits for the next.
     return _arrive_at(evolve(state, reason="waiting"), state.round_no + 1, state.draft)
 
 
-def _move_on(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-    result = gd.result_verdict(state, event, config).result
-    return _arrive_at(evolve(state, reason="waiting"), state.round_no + 1, result)
+def _move_on(state: JoinState, event: ResultRead, config: RendezvousConfig) -> Result:
+    return _arrive_at(evolve(state, reason="waiting"), state.round_no + 1, event.result)
 
 
-def _fail(kind: str, reader: gd.Reader) -> Action:
-    def action(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Result:
-        verdict = reader(state, event, config)
-        reason = verdict.detail or kind
+def _fail(kind: str) -> Action:
+    def action(state: JoinState, event: RunClosed | RepliesUnreadable, config: object) -> Result:
+        reason = event.reason or kind
         return evolve(state, failure=reason), (JoinFailed(kind=kind, reason=reason),)
 
     return action
 
 
+def _failed(state: JoinState, reason: str) -> Result:
+    return evolve(state, failure=reason), (JoinFailed(kind="timeout", reason=reason),)
+
+
+def _fail_timeout_status(state: JoinState, event: StatusRead, config: RendezvousConfig) -> Result:
+    status = reading.after_status(state, event, config)
+    return _failed(state, reading.timeout_detail(status, config))
+
+
+def _fail_timeout_collection(
+    state: JoinState, event: SlotsRead, config: RendezvousConfig
+) -> Result:
+    return _failed(state, reading.too_few_detail(state, event, config))
+
+
 def _time_out(state: JoinState, event: WaitEnded, config: RendezvousConfig) -> Result:
     reason = f"round {state.round_no}: no result within the join timeout ({config.join_timeout:g}s)"
-    return evolve(state, failure=reason), (JoinFailed(kind="timeout", reason=reason),)
+    return _failed(state, reason)
 
 
 ACTIONS: dict[str, Action] = {
@@ -315,17 +347,17 @@ ACTIONS: dict[str, Action] = {
     "confirm": _confirm,
     "publish_reformed": _publish_reformed,
     "publish_void": _publish_void,
-    "fail_closed_reform": _fail("closed", gd.reform_check),
-    "fail_corrupt_reform": _fail("corrupt", gd.reform_check),
     "recheck": _recheck,
     "recheck_previous": _recheck_previous,
     "resume": _resume,
     "reclaim": _reclaim,
-    "relocate": _relocate,
-    "fail_closed_resume": _fail("closed", gd.resume_verdict),
-    "fail_corrupt_resume": _fail("corrupt", gd.resume_verdict),
+    "relocate": _relocating("own", None),
+    "relocate_as_newcomer": _relocating("none", None),
+    "rejoin_after_its_world": _relocating("arrived", "rejoin"),
+    "reform_around_it": _relocating("arrived", "membership"),
     "probe": _probe,
     "probe_next": _probe_next,
+    "probe_back": _probe_back,
     "locate_as_newcomer": _locate_as_newcomer,
     "arrive": _arrive,
     "register": _register,
@@ -341,16 +373,9 @@ ACTIONS: dict[str, Action] = {
     "complete_as_closer": _complete_as_closer,
     "move_on_from_draft": _move_on_from_draft,
     "move_on": _move_on,
-    "fail_closed_location": _fail("closed", gd.location),
-    "fail_corrupt_location": _fail("corrupt", gd.location),
-    "fail_closed_probe": _fail("closed", gd.probe_verdict),
-    "fail_corrupt_probe": _fail("corrupt", gd.probe_verdict),
-    "fail_closed_status": _fail("closed", gd.status),
-    "fail_corrupt_status": _fail("corrupt", gd.status),
-    "fail_timeout_status": _fail("timeout", gd.status),
-    "fail_corrupt_collection": _fail("corrupt", gd.collection),
-    "fail_timeout_collection": _fail("timeout", gd.collection),
-    "fail_closed_result": _fail("closed", gd.result_verdict),
-    "fail_corrupt_result": _fail("corrupt", gd.result_verdict),
+    "fail_closed": _fail("closed"),
+    "fail_corrupt": _fail("corrupt"),
+    "fail_timeout_status": _fail_timeout_status,
+    "fail_timeout_collection": _fail_timeout_collection,
     "time_out": _time_out,
 }

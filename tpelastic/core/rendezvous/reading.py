@@ -1,17 +1,17 @@
-"""Turn store replies into verdicts (pure). Guards and actions of the join machine read these.
+"""Read a join's store replies into typed facts (pure), and the requests those replies answer.
 
-Every reader validates what it reads; unreadable bytes under our keys give a ``corrupt`` verdict
-instead of an exception, so the machine fails cleanly with a reason.
+Each ``read_*`` reads the replies to one phase's request into an event of
+:mod:`tpelastic.core.rendezvous.replies`; :func:`tpelastic.core.rendezvous.join_decode.decode`
+picks the reader for the phase that asked. Every reader validates what it reads; unreadable
+bytes under our keys give :class:`~tpelastic.core.rendezvous.replies.RepliesUnreadable` instead
+of an exception, so the machine fails cleanly with a reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from functools import wraps
-from typing import TypeVar
+from collections.abc import Sequence
 
-from attrs import evolve, frozen
-
+from tpelastic.core.copying import evolve
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.liveness import LivenessTracker, judge_many
 from tpelastic.core.rendezvous.ops import Get, Op, OpsDone, Reply
@@ -25,65 +25,29 @@ from tpelastic.core.rendezvous.records import (
     decode_node,
     decode_result,
 )
+from tpelastic.core.rendezvous.replies import (
+    Located,
+    NoResults,
+    RepliesUnreadable,
+    ResultRead,
+    RoundDecided,
+    RoundForming,
+    RoundTaken,
+    RunClosed,
+    SlotsRead,
+    StatusRead,
+)
 from tpelastic.core.rendezvous.state import JoinState
 from tpelastic.core.restart_budget import next_restart_count, round_restart_count
-from tpelastic.core.values import Instant, value_eq, value_hash, value_repr
+from tpelastic.core.values import Instant
 
 # Nodes may arrive at a round after it is full (they wait for the next); more than this many
 # beyond max_nodes is no arrival counter a real run can reach: the state is corrupt.
 MAX_LATE_ARRIVALS = 4096
 
 
-def _corrupt(key: str, error: Exception) -> Verdict:
-    return Verdict(kind="corrupt", detail=f"corrupt rendezvous state at {key!r}: {error}")
-
-
-@frozen(kw_only=True)
-class Verdict:
-    """What a batch of replies means. ``kind`` names it; the other fields carry its data."""
-
-    __repr__ = value_repr
-    __eq__ = value_eq
-    __hash__ = value_hash
-
-    kind: str
-    detail: str = ""
-    round_no: int = 0
-    previous: RoundResult | None = None
-    result: RoundResult | None = None
-    state: JoinState | None = None
-    wait_keys: tuple[str, ...] = ()
-    wait_until: Instant = 0.0
-
-
-A = TypeVar("A")
-B = TypeVar("B")
-C = TypeVar("C")
-T = TypeVar("T")
-
-
-def once_per_step(reader: Callable[[A, B, C], T]) -> Callable[[A, B, C], T]:
-    """``reader``, remembering its last answer: asked again about the very same (state, event,
-    config) objects, it answers without reading again.
-
-    A table evaluates every guard of a (phase, event) group, and the guards and the action of a
-    group all ask one reader about the same replies; a closer's reading is O(N), so reading once
-    per step matters. The key is the identity of the three arguments, which are immutable
-    values, and the last ones are kept alive with the answer, so an identity is never reused
-    while remembered. Only for pure readers; exceptions are not remembered.
-    """
-    last: list[tuple[A, B, C, T] | None] = [None]
-
-    @wraps(reader)
-    def remembered(state: A, event: B, config: C) -> T:
-        entry = last[0]  # read once: another thread may replace it meanwhile
-        if entry is not None and entry[0] is state and entry[1] is event and entry[2] is config:
-            return entry[3]
-        answer = reader(state, event, config)
-        last[0] = (state, event, config, answer)
-        return answer
-
-    return remembered
+def _corrupt(now: Instant, key: str, error: Exception) -> RepliesUnreadable:
+    return RepliesUnreadable(now=now, reason=f"corrupt rendezvous state at {key!r}: {error}")
 
 
 def _bytes(reply: Reply) -> bytes | None:
@@ -92,21 +56,22 @@ def _bytes(reply: Reply) -> bytes | None:
     raise StateCorrupt(f"expected bytes from the store, got {type(reply).__name__}")
 
 
-def read_location(state: JoinState, event: OpsDone) -> Verdict:
+def read_location(state: JoinState, event: OpsDone) -> object:
     """Replies to [closed, published]: is the run closed, and which round to probe first."""
     key = state.keys.closed()
     try:
         closed, published = (_bytes(r) for r in event.replies)
         if closed is not None:
             record = decode_closed(closed)
-            return Verdict(kind="closed", detail=f"{record.outcome}: {record.reason}".rstrip(": "))
+            why = f"{record.outcome}: {record.reason}".rstrip(": ")
+            return RunClosed(now=event.now, reason=why)
         key = state.keys.published_rounds()
         start = decode_counter(published)
     except (StateCorrupt, ValueError) as error:
-        return _corrupt(key, error)
+        return _corrupt(event.now, key, error)
     if state.from_round is not None:
         start = max(start, state.from_round + 1)
-    return Verdict(kind="probe", round_no=start)
+    return Located(now=event.now, round_no=start)
 
 
 def probe_ops(state: JoinState, round_no: int) -> tuple[Op, ...]:
@@ -114,46 +79,52 @@ def probe_ops(state: JoinState, round_no: int) -> tuple[Op, ...]:
     return (*before, Get(state.keys.result(round_no)))
 
 
-def read_probe(state: JoinState, event: OpsDone) -> Verdict:
-    """Replies to probe_ops: the round is taken (look further), closed, or still forming."""
+def read_probe(state: JoinState, event: OpsDone) -> object:
+    """Replies to probe_ops: the round is taken, closed, still forming, or neither it nor the
+    one before has a result."""
+    now = event.now
     try:
         raws = [_bytes(r) for r in event.replies]
         previous = None
         if state.round_no > 0:
             if raws[0] is None and raws[-1] is None:
-                return _behind(state)
+                return NoResults(now=now)
             if raws[0] is None:
                 r = state.round_no
                 raise StateCorrupt(f"round {r} has a result but round {r - 1} has none")
             previous = decode_result(raws[0])
         current = decode_result(raws[-1]) if raws[-1] is not None else None
     except (StateCorrupt, ValueError) as error:
-        return _corrupt(state.keys.result(state.round_no), error)
+        return _corrupt(now, state.keys.result(state.round_no), error)
     for result in (previous, current):
         if result is not None and result.closed:
-            return Verdict(kind="closed", detail="the rendezvous was closed")
+            return RunClosed(now=now, reason="the rendezvous was closed")
     if current is not None:
-        return Verdict(kind="taken", round_no=state.round_no + 1, previous=current)
-    return Verdict(kind="open", round_no=state.round_no, previous=previous)
+        return RoundTaken(now=now, result=current)
+    return RoundForming(now=now, previous=previous)
 
 
-def _behind(state: JoinState) -> Verdict:
-    """The probed round's previous result is missing: this node looked ahead of the run.
+def own_round_forgotten(state: JoinState) -> bool:
+    """With no result of the probed round nor of the one before: is the one before the round
+    this node comes from? Results are written in order and never removed, so the store then
+    holds no result of it (it started again empty), and the node joins what forms as a
+    newcomer. Otherwise the ``published`` hint ran ahead of the results: look further back."""
+    return state.from_round is not None and state.round_no == state.from_round + 1
 
-    Results are written in order and never removed, so either the ``published`` hint ran ahead
-    of them (look one round back: ``behind``), or the store holds no result of the round this
-    node comes from (a store that started again empty): the node then joins what is forming as
-    a newcomer (``forgotten``: locate again without ``from_round``).
-    """
-    if state.from_round is not None and state.round_no == state.from_round + 1:
-        node = evolve(state.node, prev_attempt=0)
-        newcomer = evolve(state, node=node, from_round=None, round_no=0, may_resume=False)
-        return Verdict(kind="forgotten", state=newcomer)
-    # Scan forward again from the lowest round that can be forming (just after the node's own,
-    # whose result exists, or 0), not one round back per probe: a hint of 10^9 would cost 10^9
-    # probes. Results are contiguous from round 0, so a forward scan finds the forming round.
+
+def as_newcomer(state: JoinState) -> JoinState:
+    """The join again from its start, as a node from no round (see own_round_forgotten)."""
+    node = evolve(state.node, prev_attempt=0)
+    return evolve(state, node=node, from_round=None, round_no=0, may_resume=False)
+
+
+def scan_from(state: JoinState) -> int:
+    """The round to probe when the hint ran ahead of the results: the lowest that can be
+    forming (just after the node's own, whose result exists, or 0), not one round back per
+    probe: a hint of 10^9 would cost 10^9 probes. Results are contiguous from round 0, so a
+    forward scan finds the forming round."""
     floor = state.from_round + 1 if state.from_round is not None else 0
-    return Verdict(kind="behind", round_no=min(floor, state.round_no - 1))
+    return min(floor, state.round_no - 1)
 
 
 def expected_members(state: JoinState) -> tuple[int, ...]:
@@ -178,17 +149,18 @@ def status_ops(state: JoinState) -> tuple[Op, ...]:
     return tuple(ops)
 
 
-def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Verdict:
-    """Replies to status_ops: may the closer close now, must it wait, or is the join over?"""
+def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> object:
+    """Replies to status_ops (but the proposal): closed, decided, or who has arrived, who is
+    still expected and who was found dead."""
     now = event.now
     keys, r = state.keys, state.round_no
     key = keys.closed()
     try:
         raws = [_bytes(reply) for reply in event.replies]
         if raws[0] is not None:
-            return Verdict(kind="closed", detail=decode_closed(raws[0]).reason or "closed")
+            return RunClosed(now=now, reason=decode_closed(raws[0]).reason or "closed")
         if raws[1] is not None:
-            return Verdict(kind="decided")
+            return RoundDecided(now=now)
         key = keys.arrivals(r)
         arrivals = decode_counter(raws[2])
         if arrivals > config.max_nodes + MAX_LATE_ARRIVALS:
@@ -202,40 +174,43 @@ def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> V
         key = f"the member, gone and heartbeat keys of {keys.round_prefix(r)}"
         pending, dead, liveness = _pending_after(state, raws[3:-1], now, config)
     except (StateCorrupt, ValueError) as error:
-        return _corrupt(key, error)
-    reached = state.min_reached_at
-    if reached is None and arrivals >= config.min_nodes:
-        reached = now
-    seen = state.declared_dead + tuple(sorted(dead))
-    new = _evolve_status(state, arrivals, pending, seen, liveness, reached)
-    last_call_over = reached is not None and now >= reached + config.last_call_timeout
-    full = arrivals >= config.max_nodes
+        return _corrupt(now, key, error)
+    return StatusRead(
+        now=now, arrivals=arrivals, pending=pending, dead=tuple(sorted(dead)), liveness=liveness
+    )
+
+
+def min_reached_at(
+    state: JoinState, status: StatusRead, config: RendezvousConfig
+) -> Instant | None:
+    """When this closer first saw ``min_nodes`` arrivals (None: not yet)."""
+    if state.min_reached_at is None and status.arrivals >= config.min_nodes:
+        return status.now
+    return state.min_reached_at
+
+
+def may_complete(state: JoinState, status: StatusRead, config: RendezvousConfig) -> bool:
+    """May the round complete as the status reads: every previous member accounted for, at
+    least ``min_nodes`` arrived, and it is full or the last call is over?"""
+    if status.pending or status.arrivals < config.min_nodes:
+        return False
+    reached = min_reached_at(state, status, config)
+    last_call_over = reached is not None and status.now >= reached + config.last_call_timeout
     # A round after another needs no last call once every member of that one is accounted for:
     # the last call is for nodes still starting up, and a later arrival opens the next round.
     everyone = state.previous is not None
-    if not pending and arrivals >= config.min_nodes and (full or everyone or last_call_over):
-        return Verdict(kind="close", state=new)
-    if now >= state.deadline:
-        return Verdict(kind="timeout", detail=_timeout_detail(new, config), state=new)
-    wait_keys, until = _next_wait(new, config, now)
-    return Verdict(kind="wait", state=new, wait_keys=wait_keys, wait_until=until)
+    return status.arrivals >= config.max_nodes or everyone or last_call_over
 
 
-def _evolve_status(
-    state: JoinState,
-    arrivals: int,
-    pending: tuple[int, ...],
-    dead: tuple[str, ...],
-    liveness: LivenessTracker,
-    reached: Instant | None,
-) -> JoinState:
+def after_status(state: JoinState, status: StatusRead, config: RendezvousConfig) -> JoinState:
+    """The closer's state after reading ``status``."""
     return evolve(
         state,
-        arrivals=arrivals,
-        pending=pending,
-        declared_dead=dead,
-        liveness=liveness,
-        min_reached_at=reached,
+        arrivals=status.arrivals,
+        pending=status.pending,
+        declared_dead=state.declared_dead + status.dead,
+        liveness=status.liveness,
+        min_reached_at=min_reached_at(state, status, config),
     )
 
 
@@ -262,7 +237,7 @@ def _pending_after(
     return still, dead, liveness
 
 
-def _next_wait(
+def next_wait(
     state: JoinState, config: RendezvousConfig, now: Instant
 ) -> tuple[tuple[str, ...], Instant]:
     """Which key to block on, and until when: the earliest moment the verdict could change."""
@@ -279,7 +254,7 @@ def _next_wait(
     return (keys.slot(r, config.max_nodes - 1),), until
 
 
-def _timeout_detail(state: JoinState, config: RendezvousConfig) -> str:
+def timeout_detail(state: JoinState, config: RendezvousConfig) -> str:
     if state.arrivals < config.min_nodes:
         return (
             f"round {state.round_no}: only {state.arrivals} of at least {config.min_nodes} "
@@ -295,9 +270,9 @@ def collect_ops(state: JoinState) -> tuple[Op, ...]:
     return (*slots, Get(keys.failures(r)))
 
 
-def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Verdict:
-    """Replies to collect_ops: the result to offer, the slots still unwritten, or (unwritten
-    past the join deadline) a timeout."""
+def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) -> object:
+    """Replies to collect_ops: who registered, the participants chosen from them, the slots
+    still unwritten, and the failures reported."""
     raws = [_bytes(reply) for reply in event.replies]
     infos: list[NodeInfo] = []
     slot_of: dict[str, int] = {}
@@ -311,45 +286,55 @@ def read_collection(state: JoinState, event: OpsDone, config: RendezvousConfig) 
             if info.node in slot_of:
                 raise StateCorrupt(f"node {info.node!r} is in slot {slot_of[info.node]} too")
         except (StateCorrupt, ValueError) as error:
-            return _corrupt(state.keys.slot(state.round_no, slot), error)
+            return _corrupt(event.now, state.keys.slot(state.round_no, slot), error)
         slot_of[info.node] = slot
         infos.append(info)
     try:
         failures = decode_counter(raws[-1])
     except (StateCorrupt, ValueError) as error:
-        return _corrupt(state.keys.failures(state.round_no), error)
+        return _corrupt(event.now, state.keys.failures(state.round_no), error)
     chosen = choose_participants(infos, state.previous, config.max_nodes)
     missing = tuple(
         state.keys.slot(state.round_no, i) for i, raw in enumerate(raws[:-1]) if raw is None
     )
-    if missing and len(chosen) < config.max_nodes and len(chosen) >= config.min_nodes:
-        # Enough to publish, but a counted arrival is still writing its slot: wait for it
-        # rather than leave a live node out of the round (bounded by the heartbeat timeout,
-        # after which it counts as having died between counting and writing).
-        since = state.unwritten_since if state.unwritten_since is not None else event.now
-        if event.now < min(state.deadline, since + config.heartbeat_timeout):
-            waiting = evolve(state, unwritten_since=since)
-            return Verdict(kind="unwritten", wait_keys=missing, state=waiting)
-    if len(chosen) < config.min_nodes:
-        # A slot counted but never written (its node died between taking and writing it) must
-        # not hold the closer past the join deadline.
-        if event.now >= state.deadline:
-            return Verdict(
-                kind="timeout",
-                detail=(
-                    f"round {state.round_no}: only {len(chosen)} of at least {config.min_nodes} "
-                    f"nodes registered within the join timeout ({config.join_timeout:g}s); "
-                    f"{state.arrivals - len(infos)} arrival(s) never wrote their slot"
-                ),
-            )
-        return Verdict(kind="unwritten", wait_keys=missing)
-    draft = RoundResult(
+    return SlotsRead(
+        now=event.now,
+        chosen=tuple(chosen),
+        registered=len(infos),
+        missing=missing,
+        failures=failures,
+    )
+
+
+def awaits_a_writer(state: JoinState, slots: SlotsRead, config: RendezvousConfig) -> bool:
+    """Enough registered to publish, but a counted arrival is still writing its slot: wait for
+    it rather than leave a live node out of the round (bounded by the heartbeat timeout, after
+    which it counts as having died between counting and writing)."""
+    enough = config.min_nodes <= len(slots.chosen) < config.max_nodes
+    if not (slots.missing and enough):
+        return False
+    since = state.unwritten_since if state.unwritten_since is not None else slots.now
+    return slots.now < min(state.deadline, since + config.heartbeat_timeout)
+
+
+def draft_of(state: JoinState, slots: SlotsRead) -> RoundResult:
+    """The result this closer offers from the slots it read."""
+    return RoundResult(
         round_no=state.round_no,
-        participants=assign_ranks(chosen, state.previous),
-        restart_count=restart_count_of(state.previous, chosen, failure_reported=failures > 0),
+        participants=assign_ranks(list(slots.chosen), state.previous),
+        restart_count=restart_count_of(
+            state.previous, slots.chosen, failure_reported=slots.failures > 0
+        ),
         closer=state.node.node,
     )
-    return Verdict(kind="publish", result=draft)
+
+
+def too_few_detail(state: JoinState, slots: SlotsRead, config: RendezvousConfig) -> str:
+    return (
+        f"round {state.round_no}: only {len(slots.chosen)} of at least {config.min_nodes} "
+        f"nodes registered within the join timeout ({config.join_timeout:g}s); "
+        f"{state.arrivals - slots.registered} arrival(s) never wrote their slot"
+    )
 
 
 def restart_count_of(
@@ -364,26 +349,27 @@ def restart_count_of(
     return round_restart_count(previous.restart_count, attempts, failure_reported)
 
 
-def read_result(state: JoinState, event: OpsDone) -> Verdict:
-    """The reply holding the round's result (the last one): mine, not mine, or closed."""
+def read_result(state: JoinState, event: OpsDone) -> object:
+    """The reply holding the round's result (the last one)."""
     try:
         raw = _bytes(event.replies[0])
         if raw is None:
             raise StateCorrupt(f"round {state.round_no} result vanished after it was set")
         result = decode_result(raw)
     except (StateCorrupt, ValueError) as error:
-        return _corrupt(state.keys.result(state.round_no), error)
+        return _corrupt(event.now, state.keys.result(state.round_no), error)
     if result.closed:
-        return Verdict(kind="closed", detail="the rendezvous was closed", result=result)
+        return RunClosed(now=event.now, reason="the rendezvous was closed")
     if result.round_no != state.round_no:
-        return Verdict(
-            kind="corrupt",
-            detail=f"result of round {result.round_no} under round {state.round_no}'s key",
-        )
-    if result.void or result.rank_of(state.node.node) is None:
-        # Nobody trains in a void round: its participants join the next one as its members.
-        return Verdict(kind="not_mine", result=result)
-    return Verdict(kind="mine", result=result)
+        why = f"result of round {result.round_no} under round {state.round_no}'s key"
+        return RepliesUnreadable(now=event.now, reason=why)
+    return ResultRead(now=event.now, result=result)
+
+
+def is_mine(state: JoinState, result: RoundResult) -> bool:
+    """Does this node train in ``result``? Nobody trains in a void round: its participants
+    join the next one as its members."""
+    return not result.void and result.rank_of(state.node.node) is not None
 
 
 def draft_node(state: JoinState) -> NodeInfo:

@@ -28,7 +28,7 @@ from tpelastic.core.rendezvous import reading
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.ops import Add, Get, Op, OpsDone, Set
 from tpelastic.core.rendezvous.ranks import assign_ranks
-from tpelastic.core.rendezvous.reading import Verdict, _bytes
+from tpelastic.core.rendezvous.reading import _bytes
 from tpelastic.core.rendezvous.records import (
     FormedRecord,
     NodeInfo,
@@ -41,7 +41,17 @@ from tpelastic.core.rendezvous.records import (
     decode_result,
     encode_formed,
 )
+from tpelastic.core.rendezvous.replies import (
+    Confirmed,
+    ReformChecked,
+    RepliesUnreadable,
+    ResultRead,
+    RoundDecided,
+    RunClosed,
+    StatusRead,
+)
 from tpelastic.core.rendezvous.state import JoinState
+from tpelastic.core.values import Instant
 
 # Reasons a member of R joins R+1 with when R+1 was opened by someone else: only these confirm
 # a proposal. A member that opens R+1 itself (failure, scale-up) joins the usual way.
@@ -80,69 +90,83 @@ def survivors(previous: RoundResult, proposal: ProposalRecord) -> int:
     return previous.world_size - len(proposal.gone)
 
 
-def read_check(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Verdict:
-    """Replies to :func:`check_ops`: ``closed``, ``corrupt``, ``decided`` (R+1 has a result:
-    read it), ``confirm`` (the proposal names this node; ``state`` holds it) or ``locate``."""
+def read_check(state: JoinState, event: OpsDone, config: RendezvousConfig) -> object:
+    """Replies to :func:`check_ops`: closed, R+1 decided, or R's result and the proposal of
+    R+1 (either None when the store has none)."""
     base = state.from_round or 0
-    keys = state.keys
+    keys, now = state.keys, event.now
     key = keys.closed()
     try:
         raws = [_bytes(r) for r in event.replies]
         closed, proposal_raw, current = raws[0], raws[-2], raws[-1]
         if closed is not None:
-            return Verdict(kind="closed", detail=decode_closed(closed).reason or "closed")
+            return RunClosed(now=now, reason=decode_closed(closed).reason or "closed")
         if current is not None:
-            return Verdict(kind="decided", state=evolve(state, round_no=base + 1))
+            return RoundDecided(now=now)
         previous = state.previous if _holds_base(state) else None
         if previous is None:
             if raws[1] is None or proposal_raw is None:
-                return Verdict(kind="locate")
+                return ReformChecked(now=now)
             key = keys.result(base)
             previous = decode_result(raws[1])
         if proposal_raw is None:
-            return Verdict(kind="locate")
+            return ReformChecked(now=now, previous=previous)
         key = keys.proposal(base + 1)
         proposal = decode_proposal(proposal_raw)
     except (StateCorrupt, ValueError) as error:
-        return Verdict(kind="corrupt", detail=f"corrupt rendezvous state at {key!r}: {error}")
+        return RepliesUnreadable(now=now, reason=f"corrupt rendezvous state at {key!r}: {error}")
     if previous.closed:
-        return Verdict(kind="closed", detail="the rendezvous was closed")
+        return RunClosed(now=now, reason="the rendezvous was closed")
+    return ReformChecked(now=now, previous=previous, proposal=proposal)
+
+
+def names_me(state: JoinState, check: ReformChecked, config: RendezvousConfig) -> bool:
+    """The proposal names this node among the survivors, and can complete."""
+    previous, proposal = check.previous, check.proposal
+    if previous is None or proposal is None:
+        return False
     rank = previous.rank_of(state.node.node)
-    if rank is None or rank in proposal.gone or not usable(proposal, previous, config):
-        return Verdict(kind="locate")
-    confirming = evolve(
+    return rank is not None and rank not in proposal.gone and usable(proposal, previous, config)
+
+
+def confirming(state: JoinState, check: ReformChecked) -> JoinState:
+    """A survivor named by the proposal, about to count itself in."""
+    return evolve(
         state,
-        round_no=base + 1,
-        previous=previous,
-        proposal=proposal,
+        round_no=(state.from_round or 0) + 1,
+        previous=check.previous,
+        proposal=check.proposal,
         slot=None,
         may_resume=False,
     )
-    return Verdict(kind="confirm", state=confirming)
 
 
 def confirm_ops(state: JoinState) -> tuple[Op, ...]:
     return (Add(state.keys.confirmed(state.round_no), 1),)
 
 
-def read_confirm(state: JoinState, event: OpsDone) -> Verdict:
-    """The reply to :func:`confirm_ops`: ``last`` (this add completed the count: publish the
-    round, ``result`` holds it), ``first`` (it watches the others, as a closer) or
-    ``follow``."""
+def first_to_confirm(state: JoinState, confirmed: Confirmed) -> bool:
+    """This add was the first of several: it watches the others, as a closer."""
     assert state.previous is not None and state.proposal is not None
-    count = event.replies[0]
-    if isinstance(count, int) and count == 1 < survivors(state.previous, state.proposal):
-        return Verdict(kind="first")
-    if isinstance(count, int) and count == survivors(state.previous, state.proposal):
-        # The count carries what the publisher reports as spent (R16), as a closer's does with
-        # its members' reports. The proposal's attempt was written before the survivors'
-        # agents judged the loss, so it cannot carry a refund of a collateral restart (A15).
-        attempt = state.node.prev_attempt
-        result = reformed(state.previous, state.proposal, closer=state.node.node, attempt=attempt)
-        return Verdict(kind="last", result=result)
-    # Below the size: others still confirm. Above it can only be a damaged counter: wait for
-    # whatever result lands (or the void that a stalled proposal ends in).
-    return Verdict(kind="follow")
+    return confirmed.count == 1 < survivors(state.previous, state.proposal)
+
+
+def last_to_confirm(state: JoinState, confirmed: Confirmed) -> bool:
+    """This add completed the count: it publishes the round. (Below the size, others still
+    confirm; above it can only be a damaged counter: it waits for whatever result lands, or
+    the void that a stalled proposal ends in.)"""
+    assert state.previous is not None and state.proposal is not None
+    return confirmed.count == survivors(state.previous, state.proposal)
+
+
+def confirmed_round(state: JoinState) -> RoundResult:
+    """The round the last confirmer publishes. The count carries what the publisher reports
+    as spent (R16), as a closer's does with its members' reports. The proposal's attempt was
+    written before the survivors' agents judged the loss, so it cannot carry a refund of a
+    collateral restart (A15)."""
+    assert state.previous is not None and state.proposal is not None
+    attempt = state.node.prev_attempt
+    return reformed(state.previous, state.proposal, closer=state.node.node, attempt=attempt)
 
 
 def reformed(
@@ -177,55 +201,76 @@ def reformed(
     )
 
 
-def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> Verdict:
-    """:func:`reading.read_status`, and when round ``state.round_no`` was proposed (the last
-    reply of ``status_ops``) the closer neither collects nor publishes it: it watches the
-    survivors the proposal names. One that can no longer confirm (marked gone, found dead, or
-    joining the usual way) gives the round up at once; so does ``takeover_delay`` of the
-    closer's own clock without a result. ``void`` then carries the void round (``result``);
-    else it waits on the result, looking again every heartbeat interval."""
-    verdict = reading.read_status(state, event, config)
-    if verdict.kind not in ("close", "wait", "timeout") or state.previous is None:
-        return verdict
+def read_status(state: JoinState, event: OpsDone, config: RendezvousConfig) -> object:
+    """:func:`reading.read_status`, and whether round ``state.round_no`` was proposed (the
+    last reply of ``status_ops``) as a re-form of the previous round that can complete: the
+    closer then neither collects nor publishes it, but watches the survivors the proposal
+    names; ``lost`` are those that can no longer confirm (marked gone, found dead, or joining
+    the usual way)."""
+    status = reading.read_status(state, event, config)
+    previous = state.previous
+    if not isinstance(status, StatusRead) or previous is None:
+        return status
     key = state.keys.proposal(state.round_no)
     try:
         raw = _bytes(event.replies[-1])
         proposal = decode_proposal(raw) if raw is not None else None
     except (StateCorrupt, ValueError) as error:
-        return Verdict(kind="corrupt", detail=f"corrupt rendezvous state at {key!r}: {error}")
-    previous = state.previous
+        why = f"corrupt rendezvous state at {key!r}: {error}"
+        return RepliesUnreadable(now=event.now, reason=why)
     if proposal is None or not usable(proposal, previous, config):
-        return verdict
-    new = verdict.state or state
-    now = event.now
-    void_at = new.void_at if new.void_at is not None else now + config.takeover_delay
-    new = evolve(new, void_at=void_at, proposal=proposal)
+        return status
     mine = previous.rank_of(state.node.node)
-    pending = set(new.pending or ())
+    pending = set(status.pending)
     lost = tuple(
         rank
         for rank in range(previous.world_size)
         if rank not in proposal.gone and rank != mine and rank not in pending
     )
-    if lost or now >= void_at:
-        # The void round's members are those that may still come: the next round's closer
-        # waits for them. Fewer than min_nodes: keep them all (the closer judges them).
-        kept = survivors(previous, proposal) - len(lost)
-        gone = proposal.gone + lost if kept >= config.min_nodes else proposal.gone
-        attempt = state.node.prev_attempt  # what this node reports as spent, as above
-        void = reformed(
-            previous,
-            evolve(proposal, gone=gone),
-            closer=state.node.node,
-            attempt=attempt,
-            void=True,
-        )
-        return Verdict(kind="void", state=new, result=void)
-    if now >= state.deadline:
-        return verdict
-    until = min(void_at, state.deadline, now + config.heartbeat_interval)
-    wait_keys = (state.keys.result(state.round_no),)
-    return Verdict(kind="wait", state=new, wait_keys=wait_keys, wait_until=until)
+    return evolve(status, proposal=proposal, lost=lost)
+
+
+def void_at(state: JoinState, status: StatusRead, config: RendezvousConfig) -> Instant:
+    """When a closer that found its round proposed gives it up without a result: takeover_delay
+    after it first saw the proposal, on its own clock."""
+    return state.void_at if state.void_at is not None else status.now + config.takeover_delay
+
+
+def proposal_stalled(state: JoinState, status: StatusRead, config: RendezvousConfig) -> bool:
+    """A named survivor can no longer confirm, or the survivors did not publish in time."""
+    if status.proposal is None:
+        return False
+    return bool(status.lost) or status.now >= void_at(state, status, config)
+
+
+def watching(state: JoinState, status: StatusRead, config: RendezvousConfig) -> JoinState:
+    """The closer's state after reading a status of a proposed round."""
+    assert status.proposal is not None
+    return evolve(state, void_at=void_at(state, status, config), proposal=status.proposal)
+
+
+def void_round(state: JoinState, status: StatusRead, config: RendezvousConfig) -> RoundResult:
+    """The void round a stalled proposal ends in. Its members are those that may still come:
+    the next round's closer waits for them. Fewer than min_nodes: keep them all (the closer
+    judges them)."""
+    previous, proposal = state.previous, status.proposal
+    assert previous is not None and proposal is not None
+    kept = survivors(previous, proposal) - len(status.lost)
+    gone = proposal.gone + status.lost if kept >= config.min_nodes else proposal.gone
+    attempt = state.node.prev_attempt  # what this node reports as spent, as confirmed_round
+    return reformed(
+        previous, evolve(proposal, gone=gone), closer=state.node.node, attempt=attempt, void=True
+    )
+
+
+def proposal_wait(
+    state: JoinState, config: RendezvousConfig, now: Instant
+) -> tuple[tuple[str, ...], Instant]:
+    """What a closer watching a proposal blocks on (the result), and until when: it looks
+    again every heartbeat interval."""
+    assert state.void_at is not None
+    until = min(state.void_at, state.deadline, now + config.heartbeat_interval)
+    return (state.keys.result(state.round_no),), until
 
 
 def formed_ops(state: JoinState, draft: RoundResult) -> tuple[Op, ...]:
@@ -251,25 +296,24 @@ def formed_ops(state: JoinState, draft: RoundResult) -> tuple[Op, ...]:
     return (Set(state.keys.formed(state.round_no), encode_formed(record)),)
 
 
-def read_formed(state: JoinState, event: OpsDone) -> Verdict:
+def read_formed(state: JoinState, event: OpsDone) -> object:
     """The reply to ``Get(formed)`` for a survivor that confirmed: the round rebuilt from the
-    proposal it holds (``mine``), or, void, ``not_mine`` (it moves on as a member of it)."""
+    proposal it holds."""
     assert state.previous is not None and state.proposal is not None
     key = state.keys.formed(state.round_no)
+    now = event.now
     try:
         raw = _bytes(event.replies[0])
         if raw is None:
             raise StateCorrupt(f"round {state.round_no}'s formed record vanished after it was set")
         record = decode_formed(raw)
     except (StateCorrupt, ValueError) as error:
-        return Verdict(kind="corrupt", detail=f"corrupt rendezvous state at {key!r}: {error}")
+        return RepliesUnreadable(now=now, reason=f"corrupt rendezvous state at {key!r}: {error}")
     result = rebuilt(state.previous, state.proposal, record)
     if result.world_size != record.size or result.restart_count != record.restart_count:
         detail = f"corrupt rendezvous state at {key!r}: it does not match the proposal"
-        return Verdict(kind="corrupt", detail=detail)
-    if result.void or result.rank_of(state.node.node) is None:
-        return Verdict(kind="not_mine", result=result)
-    return Verdict(kind="mine", result=result)
+        return RepliesUnreadable(now=now, reason=detail)
+    return ResultRead(now=now, result=result)
 
 
 # The last rebuild: every survivor of a process (the simulator's, the benchmark's threads)
@@ -290,7 +334,7 @@ def rebuilt(previous: RoundResult, proposal: ProposalRecord, record: FormedRecor
     return result
 
 
-def read_any_result(state: JoinState, event: OpsDone) -> Verdict:
+def read_any_result(state: JoinState, event: OpsDone) -> object:
     """:func:`reading.read_result`, or :func:`read_formed` when the read was of the formed
     record."""
     if state.reading_digest:

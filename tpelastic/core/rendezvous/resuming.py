@@ -20,16 +20,16 @@ that joins *from* it (a failure, a scale-up, a rejoin) is not resuming: it arriv
 
 from __future__ import annotations
 
-from attrs import evolve
-
+from tpelastic.core.copying import evolve
 from tpelastic.core.rendezvous.ops import Get, Op, OpsDone
-from tpelastic.core.rendezvous.reading import Verdict, _bytes
+from tpelastic.core.rendezvous.reading import _bytes
 from tpelastic.core.rendezvous.records import (
     RoundResult,
     StateCorrupt,
     decode_closed,
     decode_result,
 )
+from tpelastic.core.rendezvous.replies import ArrivedRoundRead, RepliesUnreadable, RunClosed
 from tpelastic.core.rendezvous.state import JoinState
 
 
@@ -46,52 +46,43 @@ def resume_ops(state: JoinState, round_no: int) -> tuple[Op, ...]:
     )
 
 
-def read_resume(state: JoinState, event: OpsDone) -> Verdict:
-    """Replies to :func:`resume_ops` for ``state.round_no``: ``closed``, ``corrupt``, ``member``
-    (resume with ``result``), ``slot`` (reclaim ``state.arrived_slot``, ``previous`` given) or
-    ``locate`` (join as usual; ``state`` holds the reason and round to join with)."""
-    r = state.round_no
+def read_resume(state: JoinState, event: OpsDone) -> object:
+    """Replies to :func:`resume_ops` for ``state.round_no``: the round this node arrived in,
+    the one before and whether the next was opened; or the run is closed, or unreadable."""
+    r, now = state.round_no, event.now
     try:
         raws = [_bytes(reply) for reply in event.replies]
         if raws[0] is not None:
-            return Verdict(kind="closed", detail=decode_closed(raws[0]).reason or "closed")
+            return RunClosed(now=now, reason=decode_closed(raws[0]).reason or "closed")
         if r > 0 and raws[1] is None and raws[-2] is None:
-            # The store holds nothing of the round this node arrived in, nor of the one before
-            # (it started again empty): join what is forming as a newcomer.
-            return Verdict(kind="locate", state=_relocated(state, None, state.reason))
+            return ArrivedRoundRead(now=now, forgotten=True)
         previous = _previous(raws, r)
         current = decode_result(raws[-2]) if raws[-2] is not None else None
     except (StateCorrupt, ValueError) as error:
-        return Verdict(kind="corrupt", detail=str(error))
+        return RepliesUnreadable(now=now, reason=str(error))
     for result in (previous, current):
         if result is not None and result.closed:
-            return Verdict(kind="closed", detail="the rendezvous was closed")
-    opened = raws[-1] is not None
-    if current is None:
-        if state.arrived_slot is not None:
-            return Verdict(kind="slot", round_no=r, previous=previous)
-        return Verdict(kind="locate", state=_relocated(state, state.from_round, state.reason))
-    if current.round_no != r:
-        return Verdict(kind="corrupt", detail=f"result of round {current.round_no} under {r}'s key")
-    if current.rank_of(state.node.node) is None:
-        return Verdict(kind="locate", state=_relocated(state, state.from_round, state.reason))
-    if opened or current.void:
-        return Verdict(kind="locate", state=_relocated(state, r, "rejoin"))
-    if not state.heartbeats_held:
-        # A peer may have found this node dead: end its world so everyone re-forms around it.
-        return Verdict(kind="locate", state=_relocated(state, r, "membership"))
-    return Verdict(kind="member", result=current)
+            return RunClosed(now=now, reason="the rendezvous was closed")
+    if current is not None and current.round_no != r:
+        why = f"result of round {current.round_no} under {r}'s key"
+        return RepliesUnreadable(now=now, reason=why)
+    return ArrivedRoundRead(
+        now=now, previous=previous, current=current, next_opened=raws[-1] is not None
+    )
 
 
-def _previous(raws: list[bytes | None], round_no: int) -> RoundResult | None:
-    if round_no == 0:
-        return None
-    if raws[1] is None:
-        raise StateCorrupt(f"round {round_no - 1} has no result but a later one is due")
-    return decode_result(raws[1])
+def in_its_round(state: JoinState, read: ArrivedRoundRead) -> bool:
+    """The round it arrived in completed with it as a participant."""
+    return read.current is not None and read.current.rank_of(state.node.node) is not None
 
 
-def _relocated(state: JoinState, from_round: int | None, reason: str) -> JoinState:
+def world_stands(state: JoinState, read: ArrivedRoundRead) -> bool:
+    """That round's world still trains: the next round is not opened and it is not void."""
+    return read.current is not None and not read.next_opened and not read.current.void
+
+
+def relocated(state: JoinState, from_round: int | None, reason: str) -> JoinState:
+    """The join from its start, as a node from ``from_round`` joining for ``reason``."""
     node = state.node
     if from_round != state.from_round and node.prev_attempt:
         # The in-place attempt it reported was of the round it named; it never trained in
@@ -106,6 +97,14 @@ def _relocated(state: JoinState, from_round: int | None, reason: str) -> JoinSta
         arrived_slot=None,
         may_resume=False,
     )
+
+
+def _previous(raws: list[bytes | None], round_no: int) -> RoundResult | None:
+    if round_no == 0:
+        return None
+    if raws[1] is None:
+        raise StateCorrupt(f"round {round_no - 1} has no result but a later one is due")
+    return decode_result(raws[1])
 
 
 def finds_member(state: JoinState, previous: RoundResult | None) -> bool:
