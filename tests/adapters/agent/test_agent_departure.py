@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from tpelastic.adapters.agent.barrier import depart
 from tpelastic.adapters.agent.env import RoundFacts
@@ -18,13 +15,6 @@ from tpelastic.adapters.stores.tcp_server import StoreServer
 from tpelastic.core.agent.states import EXIT_OK, EXIT_SIGNAL_BASE
 
 KEY = "agent/exit/2/departed"
-
-
-@pytest.fixture
-def server() -> Iterator[StoreServer]:
-    served = StoreServer("127.0.0.1", 0).start()
-    yield served
-    served.stop()
 
 
 class Member:

@@ -10,41 +10,13 @@ round in place and charge the failure to the budget.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from typing import Any
 
-import pytest
+from attempt_helpers import agent_spec, dynamic_handler, run_on_thread
 
 from tpelastic.adapters.agent.loop import SimpleElasticAgent
 from tpelastic.adapters.agent.spec import WorkerSpec
-from tpelastic.adapters.stores.tcp_client import connect
 from tpelastic.adapters.stores.tcp_server import StoreServer
 from tpelastic.adapters.workers.api import ProcessFailure, RunProcsResult
-from tpelastic.core.rendezvous.config import RendezvousConfig
-from tpelastic.rendezvous import DynamicRendezvousHandler, P10dRendezvousBackend
-
-CONFIG = RendezvousConfig(
-    min_nodes=2,
-    max_nodes=2,
-    join_timeout=20.0,
-    last_call_timeout=0.3,
-    heartbeat_interval=0.3,
-    heartbeat_timeout=10.0,  # nobody is found dead here: B opens the round itself
-)
-
-
-@pytest.fixture
-def server() -> Iterator[StoreServer]:
-    served = StoreServer("127.0.0.1", 0).start()
-    yield served
-    served.stop()
-
-
-def handler(port: int, node: str) -> DynamicRendezvousHandler:
-    store = P10dRendezvousBackend(connect("127.0.0.1", port, timeout=5.0))
-    return DynamicRendezvousHandler(
-        "ended", store, CONFIG, backend_name="tcp", node_id=node, local_addr="127.0.0.1"
-    )
 
 
 class StandInWorkers(SimpleElasticAgent):
@@ -76,21 +48,10 @@ def test_a_failure_seen_after_the_next_round_opened_rejoins_without_a_unit(
     server: StoreServer,
 ) -> None:
     ended = threading.Event()
-    spec = WorkerSpec(
-        role="trainer",
-        local_world_size=1,
-        rdzv_handler=handler(server.port, "a"),
-        entrypoint="unused",
-        max_restarts=3,
-        min_nodes=2,
-        max_nodes=2,
-        exit_barrier_timeout=1.0,
-    )
+    spec = agent_spec(dynamic_handler(server.port, "ended", "a"), exit_barrier_timeout=1.0)
     agent = StandInWorkers(spec, ended)
-    peer = handler(server.port, "b")
-    outcome: list[Any] = []
-    run = threading.Thread(target=lambda: outcome.append(agent.run()), daemon=True)
-    run.start()
+    peer = dynamic_handler(server.port, "ended", "b")
+    run, outcome = run_on_thread(agent)
     try:
         peer.next_rendezvous()
         assert agent.first_started.wait(20)

@@ -5,7 +5,7 @@ core's versioned record, and a static handler restarts in place too."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -50,13 +50,6 @@ class FixedHandler:
     def shutdown(self) -> bool:
         self._store.close()
         return True
-
-
-@pytest.fixture
-def server() -> Iterator[StoreServer]:
-    served = StoreServer("127.0.0.1", 0).start()
-    yield served
-    served.stop()
 
 
 def _all(calls: list[Callable[[], Any]], timeout: float = 30.0) -> list[Any]:

@@ -29,13 +29,6 @@ FAST = {
 }
 
 
-@pytest.fixture
-def server() -> Iterator[StoreServer]:
-    served = StoreServer("127.0.0.1", 0).start()
-    yield served
-    served.stop()
-
-
 def _membership(port: int, run_id: str, node: str, **kwargs: Any) -> Membership:
     store = P10dRendezvousBackend(connect("127.0.0.1", port, timeout=5.0))
     config = RendezvousConfig(min_nodes=2, max_nodes=2, **FAST)

@@ -8,24 +8,14 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
+from attempt_helpers import agent_spec, dynamic_handler
 
 from tpelastic.adapters.agent.loop import SimpleElasticAgent
-from tpelastic.adapters.agent.spec import WorkerSpec
-from tpelastic.adapters.stores.tcp_client import connect
 from tpelastic.adapters.stores.tcp_server import StoreServer
 from tpelastic.adapters.workers.api import RunProcsResult
 from tpelastic.core.rendezvous.config import RendezvousConfig
-from tpelastic.rendezvous import DynamicRendezvousHandler, P10dRendezvousBackend
-
-
-@pytest.fixture
-def server() -> Iterator[StoreServer]:
-    served = StoreServer("127.0.0.1", 0).start()
-    yield served
-    served.stop()
 
 
 class NoWorkers(SimpleElasticAgent):
@@ -47,19 +37,8 @@ class NoWorkers(SimpleElasticAgent):
 )
 def test_a_stop_signal_during_a_join_ends_the_agent_at_once(server: StoreServer) -> None:
     config = RendezvousConfig(min_nodes=2, max_nodes=2, join_timeout=60.0, heartbeat_interval=0.3)
-    store = P10dRendezvousBackend(connect("127.0.0.1", server.port, timeout=5.0))
-    handler = DynamicRendezvousHandler(
-        "join-pump", store, config, backend_name="tcp", node_id="a", local_addr="127.0.0.1"
-    )
-    spec = WorkerSpec(
-        role="trainer",
-        local_world_size=1,
-        rdzv_handler=handler,
-        entrypoint="unused",
-        max_restarts=0,
-        min_nodes=2,
-        max_nodes=2,
-    )
+    handler = dynamic_handler(server.port, "join-pump", "a", config=config)
+    spec = agent_spec(handler, max_restarts=0)
     agent = NoWorkers(spec)
     sender = threading.Timer(1.0, os.kill, args=(os.getpid(), signal.SIGTERM))
     sender.start()

@@ -13,28 +13,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
+from attempt_helpers import agent_spec, dynamic_handler, run_on_thread
 
 from tpelastic.adapters.agent.loop import SimpleElasticAgent
 from tpelastic.adapters.agent.spec import WorkerSpec
-from tpelastic.adapters.stores.tcp_client import connect
 from tpelastic.adapters.stores.tcp_server import StoreServer
 from tpelastic.adapters.workers.api import RunProcsResult
 from tpelastic.core import agent as core
-from tpelastic.core.rendezvous.config import RendezvousConfig
-from tpelastic.rendezvous import DynamicRendezvousHandler, P10dRendezvousBackend
-
-CONFIG = RendezvousConfig(
-    min_nodes=2,
-    max_nodes=2,
-    join_timeout=20.0,
-    last_call_timeout=0.3,
-    heartbeat_interval=0.3,
-    heartbeat_timeout=10.0,  # nobody is found dead here
-)
+from tpelastic.rendezvous import DynamicRendezvousHandler
 
 
 class HeldReads(DynamicRendezvousHandler):
@@ -82,38 +70,14 @@ class StandInWorkers(SimpleElasticAgent):
             return self.start_seen.wait_for(lambda: len(self.started) >= count, timeout)
 
 
-@pytest.fixture
-def server() -> Iterator[StoreServer]:
-    served = StoreServer("127.0.0.1", 0).start()
-    yield served
-    served.stop()
-
-
-def _handler(cls: type[DynamicRendezvousHandler], port: int, node: str) -> Any:
-    store = P10dRendezvousBackend(connect("127.0.0.1", port, timeout=5.0))
-    return cls("stale", store, CONFIG, backend_name="tcp", node_id=node, local_addr="127.0.0.1")
-
-
 def test_a_success_queued_before_the_attempt_stopped_the_workers_is_stale(
     server: StoreServer,
 ) -> None:
-    mine: HeldReads = _handler(HeldReads, server.port, "a")
-    spec = WorkerSpec(
-        role="trainer",
-        local_world_size=1,
-        rdzv_handler=mine,
-        entrypoint="unused",
-        max_restarts=3,
-        min_nodes=2,
-        max_nodes=2,
-        monitor_interval=0.1,
-        exit_barrier_timeout=5.0,
-    )
+    mine: HeldReads = dynamic_handler(server.port, "stale", "a", cls=HeldReads)
+    spec = agent_spec(mine, monitor_interval=0.1, exit_barrier_timeout=5.0)
     agent = StandInWorkers(spec)
-    peer = _handler(DynamicRendezvousHandler, server.port, "b")
-    outcome: list[Any] = []
-    run = threading.Thread(target=lambda: outcome.append(agent.run()), daemon=True)
-    run.start()
+    peer = dynamic_handler(server.port, "stale", "b")
+    run, outcome = run_on_thread(agent)
     try:
         peer.next_rendezvous()
         assert agent.wait_started(1, 20), agent.started

@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +29,6 @@ REPO = Path(__file__).resolve().parents[3]
 BOUND = 10.0  # seconds from the signal to the agent's return: generous for a loaded machine
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the agent's Linux setup")
-
-
-@pytest.fixture
-def server() -> Iterator[StoreServer]:
-    served = StoreServer("127.0.0.1", 0).start()
-    yield served
-    served.stop()
 
 
 def _run(server: StoreServer, run_id: str, scenario: str) -> dict[str, Any]:
