@@ -290,36 +290,6 @@ EXAMPLES = [
 ]
 
 
-def _check_example(
-    state: ag.AgentState,
-    event: ag.AgentEventT,
-    config: ag.AgentConfig,
-    phase: P,
-    effects: list[type],
-    exit_code: int | None,
-) -> None:
-    result = ag.step(state, event, config)
-    assert result.state.phase is phase
-    assert [type(e) for e in result.effects] == effects
-    assert result.state.exit_code == exit_code
-
-
-@pytest.mark.parametrize(
-    ("name", "state", "event", "phase", "effects", "exit_code"),
-    EXAMPLES,
-    ids=[e[0] for e in EXAMPLES],
-)
-def test_example(
-    name: str,
-    state: ag.AgentState,
-    event: ag.AgentEventT,
-    phase: P,
-    effects: list[type],
-    exit_code: int | None,
-) -> None:
-    _check_example(state, event, CFG, phase, effects, exit_code)
-
-
 # Restarting in place (the dynamic handler): a failure opens the round's next attempt, and a
 # member that sees one opened restarts its workers for it.
 IN_PLACE = evolve(CFG, restart_in_place=True)
@@ -404,22 +374,6 @@ IN_PLACE_EXAMPLES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("name", "state", "event", "phase", "effects", "exit_code"),
-    IN_PLACE_EXAMPLES,
-    ids=[e[0] for e in IN_PLACE_EXAMPLES],
-)
-def test_in_place_example(
-    name: str,
-    state: ag.AgentState,
-    event: ag.AgentEventT,
-    phase: P,
-    effects: list[type],
-    exit_code: int | None,
-) -> None:
-    _check_example(state, event, IN_PLACE, phase, effects, exit_code)
-
-
 # A failure with the budget spent in a world with peers is held for the collateral window: a
 # peer's loss reported meanwhile makes it a membership change (specs/agent.md, A13).
 HOLD = evolve(IN_PLACE, collateral_window=1.2)
@@ -482,12 +436,25 @@ HOLD_EXAMPLES = [
 ]
 
 
+# Every example with the config it runs under: (config, name, state, event, expected phase,
+# expected effect types, expected exit code).
+ALL_EXAMPLES = [
+    *((CFG, *e) for e in EXAMPLES),
+    *((IN_PLACE, *e) for e in IN_PLACE_EXAMPLES),
+    *((HOLD, *e) for e in HOLD_EXAMPLES),
+]
+
+
 @pytest.mark.parametrize(
-    ("name", "state", "event", "phase", "effects", "exit_code"),
-    HOLD_EXAMPLES,
-    ids=[e[0] for e in HOLD_EXAMPLES],
+    ("config", "name", "state", "event", "phase", "effects", "exit_code"),
+    ALL_EXAMPLES,
+    ids=[
+        f"{'in place: ' if c is IN_PLACE else 'hold: ' if c is HOLD else ''}{e[0]}"
+        for c, *e in ALL_EXAMPLES
+    ],
 )
-def test_hold_example(
+def test_example(
+    config: ag.AgentConfig,
     name: str,
     state: ag.AgentState,
     event: ag.AgentEventT,
@@ -495,13 +462,14 @@ def test_hold_example(
     effects: list[type],
     exit_code: int | None,
 ) -> None:
-    _check_example(state, event, HOLD, phase, effects, exit_code)
+    result = ag.step(state, event, config)
+    assert result.state.phase is phase
+    assert [type(e) for e in result.effects] == effects
+    assert result.state.exit_code == exit_code
 
 
 def test_every_row_has_an_example() -> None:
-    used = {ag.TABLE.select(state, event, CFG) for _, state, event, *_ in EXAMPLES}
-    used |= {ag.TABLE.select(s, e, IN_PLACE) for _, s, e, *_ in IN_PLACE_EXAMPLES}
-    used |= {ag.TABLE.select(s, e, HOLD) for _, s, e, *_ in HOLD_EXAMPLES}
+    used = {ag.TABLE.select(state, event, config) for config, _, state, event, *_ in ALL_EXAMPLES}
     assert used == set(ag.TABLE.rows)
 
 
