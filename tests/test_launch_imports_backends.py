@@ -1,11 +1,11 @@
 """What an agent imports on the multi-node backends: no tensorplay (nor torch, numpy).
 
-Not a timed test: it runs the real ``python -m tpelastic.run`` on the c10d, file and etcd backends
-(real agent, real store, real worker processes) and lists the agent's ``sys.modules`` at exit,
-as tests/test_launch_imports.py does for ``--standalone``. Importing tensorplay costs an agent
-~0.2 s and ~80 MiB; our own server hosts the rendezvous store (or our own file store holds it)
-and the workers' bootstrap store, and tensorplay's client in the workers talks to it. Timings are in
-docs/benchmarks-launcher.md.
+Not a timed test: it runs the real ``python -m tpelastic.run`` on the c10d, file, static and
+etcd backends (real agent, real store, real worker processes) and lists the agent's
+``sys.modules`` at exit, as tests/test_launch_imports.py does for ``--standalone``. Importing
+tensorplay costs an agent ~0.2 s and ~80 MiB; our own server hosts the rendezvous store (or our
+own file store holds it) and the workers' bootstrap store, and tensorplay's client in the
+workers talks to it. Timings are in docs/benchmarks-launcher.md.
 """
 
 from __future__ import annotations
@@ -90,15 +90,21 @@ def etcd_endpoint() -> Iterator[str]:
         yield f"{host}:{port}"
 
 
-def _check(launch: dict[str, object], heavy: tuple[str, ...] = HEAVY_IN_AGENT) -> None:
+def _check(
+    launch: dict[str, object],
+    heavy: tuple[str, ...] = HEAVY_IN_AGENT,
+    handler: str = "tpelastic.adapters.rendezvous.dynamic",
+    agent_store: bool = True,
+) -> None:
     agent = launch["agent"]
     assert isinstance(agent, list)
-    assert "tpelastic.adapters.rendezvous.dynamic" in agent  # it did rendezvous for real
+    assert handler in agent  # it did rendezvous for real
     assert _loaded(agent, heavy) == []
     workers = launch["workers"]
     assert isinstance(workers, list)
-    # Rank 0's agent hosts the workers' bootstrap store: every worker is its client.
-    assert all(w["TORCHELASTIC_USE_AGENT_STORE"] == "True" for w in workers)
+    # Rank 0's agent hosts the workers' bootstrap store: every worker is its client (fixed
+    # membership gives rank 0's worker a fresh port per attempt instead).
+    assert all(w["TORCHELASTIC_USE_AGENT_STORE"] == str(agent_store) for w in workers)
     assert len({w["MASTER_PORT"] for w in workers}) == 1
 
 
@@ -112,6 +118,15 @@ def test_a_file_agent_imports_no_tensorplay(tmp_path: Path) -> None:
     endpoint = str(tmp_path / "rdzv" / "store")
     launch = _launch(tmp_path, "--rdzv-backend", "file", "--rdzv-endpoint", endpoint)
     _check(launch, HEAVY_IN_AGENT + HEAVY_IN_A_TCP_AGENT)
+
+
+def test_a_static_agent_imports_no_tensorplay(tmp_path: Path) -> None:
+    """torchrun's default backend (``--master-addr``/``--master-port``, no ``--rdzv-backend``):
+    rank 0's agent hosts our server at the endpoint."""
+    master = ("--master-addr", "127.0.0.1", "--master-port", str(_free_port()))
+    launch = _launch(tmp_path, "--node-rank", "0", *master)
+    static = "tpelastic.adapters.rendezvous.static"
+    _check(launch, HEAVY_IN_AGENT + HEAVY_IN_A_TCP_AGENT, static, agent_store=False)
 
 
 def test_an_etcd_agent_imports_no_tensorplay(tmp_path: Path, etcd_endpoint: str) -> None:

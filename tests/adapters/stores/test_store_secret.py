@@ -195,21 +195,25 @@ def test_etcd_records_are_signed_with_the_run_secret(etcd: Any, tmp_path: Path) 
         stranger.close()
 
 
-def test_static_records_are_signed_with_the_run_secret() -> None:
-    """The static backend with a secret (tensorplay's TCPStore: no handshake): two nodes meet
-    over signed records; a stranger's joined mark for the missing third node, or its closed
-    record, is corrupt state, never a member or a close."""
+@pytest.mark.parametrize("server", ["tcp", "tensorplay"])
+def test_static_records_are_signed_with_the_run_secret(server: str) -> None:
+    """The static backend with a secret (its server, ours or tensorplay's, asks for no proof:
+    workers share it): two nodes meet over signed records; a stranger's joined mark for the
+    missing third node, or its closed record, is corrupt state, never a member or a close.
+
+    The stranger is our client: tensorplay's client holds the GIL through a call, so in this
+    process it could never reach our server's thread (a worker is a process of its own)."""
     import threading
 
     from tpelastic.adapters.rendezvous.static import StaticTCPRendezvous
-    from tpelastic.adapters.stores.tensorplay_store import tcp_store
+    from tpelastic.adapters.stores.tcp_client import connect
     from tpelastic.core.rendezvous.keys import RunKeys
     from tpelastic.core.rendezvous.records import ClosedRecord, encode_closed
     from tpelastic.rendezvous import RendezvousStateError
 
     port = _free_port()
     nodes = [
-        StaticTCPRendezvous("127.0.0.1", port, rank, 3, "job", 20.0, secret=SECRET)
+        StaticTCPRendezvous("127.0.0.1", port, rank, 3, "job", 20.0, secret=SECRET, server=server)
         for rank in range(3)
     ]
     outcomes: dict[int, object] = {}
@@ -223,7 +227,7 @@ def test_static_records_are_signed_with_the_run_secret() -> None:
     threads = [threading.Thread(target=join, args=(rank,), daemon=True) for rank in (0, 1)]
     for thread in threads:
         thread.start()
-    stranger = tcp_store("127.0.0.1", port, is_server=False, timeout=10.0)
+    stranger = connect("127.0.0.1", port, timeout=10.0)
     try:
         deadline = time.monotonic() + 15.0
         while stranger.get("tpelastic/job/static/joined/1") is None:

@@ -2,9 +2,12 @@
 
 Ranks are not negotiated: every node is told its rank (config ``rank``, the node rank) and the
 world size (min_nodes == max_nodes). The node that hosts the store (rank 0, or whichever has
-``is_host=true``) runs the TCPStore server at the endpoint; the others connect to it. A round is
-one barrier: each node writes its own "joined" key and waits until every rank's key exists,
-bounded by the join timeout.
+``is_host=true``) runs the TCPStore server at the endpoint; the others connect to it. Server and
+client are ours (:mod:`~tpelastic.adapters.stores.tcp_server`; ``store_type=tcp``, the default),
+on tensorplay's wire format, so tensorplay's client can share the store (``use_agent_store``) and
+the agent never imports tensorplay; ``store_type=tensorplay`` uses tensorplay's server and
+client. A round is one barrier: each node writes its own "joined" key and waits until every
+rank's key exists, bounded by the join timeout.
 
 Membership never changes, so calling ``next_rendezvous`` again (an agent restarting its workers)
 answers at once with the same ranks, until the rendezvous is closed.
@@ -18,7 +21,7 @@ second job finds the first one's keys.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tpelastic.adapters.clock import SYSTEM_CLOCK
 from tpelastic.adapters.ports import Clock, KeyValueStore
@@ -33,6 +36,7 @@ from tpelastic.adapters.rendezvous.handler import RendezvousHandler
 from tpelastic.adapters.rendezvous.info import RendezvousInfo, RendezvousStoreInfo
 from tpelastic.adapters.rendezvous.parameters import DEFAULT_PORT, RendezvousParameters
 from tpelastic.adapters.stores.errors import StoreCorrupt, StoreUnavailable
+from tpelastic.adapters.stores.prefixed import PrefixedStore
 from tpelastic.adapters.stores.signed import load_secret, signed
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.records import (
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
     from tpelastic.adapters.stores.tensorplay_store import TensorplayStore
 
 _JOINED = b"joined"
+SERVERS = ("tcp", "tensorplay")
 
 
 class StaticTCPRendezvous(RendezvousHandler):
@@ -60,8 +65,10 @@ class StaticTCPRendezvous(RendezvousHandler):
         timeout: the join timeout in seconds: how long to wait for the host and the other nodes.
         is_host: whether this node runs the store server (default: ``rank == 0``).
         read_timeout: how long one store call may take once joined.
-        secret: the run secret: every record is signed and checked (tensorplay's TCPStore has
-            no handshake, and the workers share it; docs/security.md).
+        secret: the run secret: every record is signed and checked (the server asks for no
+            proof: the workers' tensorplay client, which shares it, cannot give one;
+            docs/security.md).
+        server: ``tcp`` (our TCPStore server and client) or ``tensorplay`` (tensorplay's).
     """
 
     def __init__(
@@ -77,7 +84,10 @@ class StaticTCPRendezvous(RendezvousHandler):
         read_timeout: float = 60.0,
         secret: bytes | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        server: str = "tcp",
     ) -> None:
+        if server not in SERVERS:
+            raise ValueError(f"static rendezvous: store server must be one of {SERVERS}")
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError(f"static rendezvous: rank {rank} is outside 0..{world_size - 1}")
         if not 0 < master_port <= 65535:
@@ -92,7 +102,8 @@ class StaticTCPRendezvous(RendezvousHandler):
         self.is_host = rank == 0 if is_host is None else is_host
         self.read_timeout = read_timeout
         self._secret = secret
-        self._base: TensorplayStore | None = None
+        self.server = server
+        self._base: TensorplayStore | KeyValueStore | None = None
         self._run_store: KeyValueStore | None = None
         self._info: RendezvousInfo | None = None
         self._closed = False
@@ -127,34 +138,26 @@ class StaticTCPRendezvous(RendezvousHandler):
         deadline = self._clock.deadline(self.timeout)
         store = self._store()
         context = f"static rendezvous {self.run_id!r}, rank {self.rank}"
-        with store_errors_as_rendezvous_errors(context):
-            joining = self._first_contact()
-            if self.rank == 0:
-                master = self._publish_master(store)
-            self._join_barrier(store, joining, deadline)
-            if self.rank != 0:
-                master = self._publish_master(store, self._clock.remaining(deadline))
+        # The host may start later than we do: a client made with the join timeout keeps
+        # retrying the connection until then (the regular client gives up after read_timeout).
+        first = self._client(self.timeout)
+        try:
+            with store_errors_as_rendezvous_errors(context):
+                joining = self._first_contact(self._signed(self._prefixed(first)))
+                if self.rank == 0:
+                    master = self._publish_master(store)
+                self._join_barrier(store, joining, deadline)
+                if self.rank != 0:
+                    master = self._publish_master(store, self._clock.remaining(deadline))
+        finally:
+            first.close()
         self._info = RendezvousInfo(store, self.rank, self.world_size, master)
         return self._info
 
     def _signed(self, store: KeyValueStore) -> KeyValueStore:
         return store if self._secret is None else signed(store, self._secret)
 
-    def _first_contact(self) -> KeyValueStore:
-        # Imported here: tensorplay costs every agent ~0.2 s and ~80 MiB, and only the static
-        # backend needs it.
-        from tpelastic.adapters.stores.tensorplay_store import prefix_store, tcp_store
-
-        # The host may start later than we do: a client made with the join timeout keeps
-        # retrying the connection until then (the regular client gives up after read_timeout).
-        joining = self._signed(
-            prefix_store(
-                f"tpelastic/{self.run_id}",
-                tcp_store(
-                    self.master_addr, self.master_port, is_server=False, timeout=self.timeout
-                ),
-            )
-        )
+    def _first_contact(self, joining: KeyValueStore) -> KeyValueStore:
         try:
             closed = self._read_closed(joining)
         except StoreUnavailable as error:
@@ -199,22 +202,36 @@ class StaticTCPRendezvous(RendezvousHandler):
             )
 
     def _store(self) -> KeyValueStore:
-        from tpelastic.adapters.stores.tensorplay_store import prefix_store, tcp_store
-
         if self._run_store is None:
             try:
-                self._base = tcp_store(
-                    self.master_addr,
-                    self.master_port,
-                    is_server=self.is_host,
-                    timeout=self.read_timeout,
-                )
+                self._base = self._client(self.read_timeout, host=self.is_host)
             except StoreUnavailable as error:
                 raise RendezvousConnectionError(
                     f"static rendezvous {self.run_id!r}: cannot host the store: {error}"
                 ) from error
-            self._run_store = self._signed(prefix_store(f"tpelastic/{self.run_id}", self._base))
+            self._run_store = self._signed(self._prefixed(self._base))
         return self._run_store
+
+    def _client(self, timeout: float, *, host: bool = False) -> Any:
+        """A store client of the endpoint (hosting its server first when ``host``)."""
+        if self.server == "tensorplay":
+            # Imported here: tensorplay costs an agent ~0.2 s and ~80 MiB.
+            from tpelastic.adapters.stores.tensorplay_store import tcp_store
+
+            return tcp_store(self.master_addr, self.master_port, is_server=host, timeout=timeout)
+        from tpelastic.adapters.stores import tcp_client
+
+        # No secret on the server: the workers' tensorplay client shares it (records are
+        # signed all the same).
+        opener = tcp_client.host if host else tcp_client.connect
+        return opener(self.master_addr, self.master_port, timeout=timeout)
+
+    def _prefixed(self, base: Any) -> KeyValueStore:
+        if self.server == "tensorplay":
+            from tpelastic.adapters.stores.tensorplay_store import prefix_store
+
+            return prefix_store(f"tpelastic/{self.run_id}", base)
+        return PrefixedStore(base, f"tpelastic/{self.run_id}")
 
     def is_closed(self) -> bool:
         """Whether the rendezvous is closed (one store read until it is).
@@ -288,6 +305,7 @@ def create_static_handler(params: RendezvousParameters) -> StaticTCPRendezvous:
         is_host=params.is_host,
         read_timeout=params.read_timeout,
         secret=load_secret(params.get("secret_file")),
+        server="tensorplay" if params.store_type == "tensorplay" else "tcp",
     )
 
 
