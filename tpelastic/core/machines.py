@@ -7,7 +7,7 @@ from tpelastic.core.table import Table
 
 def all_tables() -> tuple[Table, ...]:
     """The validated tables of every machine (each is built once, at its module's import)."""
-    from tpelastic.core import agent, membership, progress, worker, worker_group
+    from tpelastic.core import agent, in_process, membership, progress, worker, worker_group
     from tpelastic.core.agent import departure
     from tpelastic.core.rendezvous import join, join_retry, member, peer_wait
 
@@ -22,4 +22,5 @@ def all_tables() -> tuple[Table, ...]:
     tables.append(agent.TABLE)
     tables.append(membership.TABLE)
     tables.append(departure.TABLE)
+    tables.append(in_process.TABLE)
     return tuple(tables)

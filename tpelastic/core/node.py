@@ -48,6 +48,7 @@ from typing import cast
 from attrs import field, frozen
 
 from tpelastic.core import agent as ag
+from tpelastic.core import in_process as ip
 from tpelastic.core import membership as mb
 from tpelastic.core.group_values import GroupStarted, WorkerFailure, WorkerGroup, make_group
 from tpelastic.core.table import Step
@@ -68,12 +69,14 @@ class NodeConfig:
 
     agent: ag.AgentConfig
     member: mb.MemberConfig = field(factory=mb.MemberConfig)
+    in_process: ip.InProcessConfig = field(factory=ip.InProcessConfig)
 
 
 @frozen(kw_only=True)
 class NodeState:
-    """Everything one node knows: its agent (budget included), its membership reading, and
-    the worker group of its current start (None before the first)."""
+    """Everything one node knows: its agent (budget included), its membership reading, the
+    worker group of its current start (None before the first) and which of its workers a
+    restart keeps in process (``restart``)."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -82,6 +85,7 @@ class NodeState:
     agent: ag.AgentState
     member: mb.MemberState = field(factory=mb.MemberState)
     group: WorkerGroup | None = None
+    restart: ip.InProcessState = field(factory=ip.InProcessState)
 
 
 @frozen(kw_only=True)
@@ -98,8 +102,23 @@ class WorkersExited:
     failures: tuple[WorkerFailure, ...] = ()
 
 
-GROUP_EVENTS: tuple[type, ...] = (GroupStarted, WorkersExited)
+@frozen(kw_only=True)
+class WorkerRaised:
+    """A worker that runs ``tpelastic.worker.run`` caught an exception of its training: it
+    failed, and its process lives on, waiting to be told what next."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
+    local_rank: int
+    reason: str
+
+
+GROUP_EVENTS: tuple[type, ...] = (GroupStarted, WorkersExited, WorkerRaised)
 """The observations of the current start's workers, stepped through its worker group."""
+_CHANNEL_EVENTS = frozenset(ip.CHANNEL_EVENTS)
 
 
 @frozen(kw_only=True)
@@ -130,7 +149,8 @@ class NodeStep:
 
 def initial_node_state(config: NodeConfig) -> NodeState:
     """The state of a node whose agent has not started yet."""
-    return NodeState(agent=ag.initial_state(config.agent))
+    restart = ip.InProcessState(local_world_size=config.agent.local_world_size)
+    return NodeState(agent=ag.initial_state(config.agent), restart=restart)
 
 
 def _agent_events(
@@ -154,7 +174,7 @@ def _observed_at(observation: object) -> Instant:
 
 
 def _group_events(
-    state: NodeState, observation: GroupStarted | WorkersExited, config: NodeConfig
+    state: NodeState, observation: GroupStarted | WorkersExited | WorkerRaised, config: NodeConfig
 ) -> tuple[WorkerGroup | None, tuple[object, ...], tuple[object, ...]]:
     """Step 1 for the workers' observations: the group after it, the agent events (the
     group's verdict), the group's rejections."""
@@ -179,6 +199,9 @@ def _group_events(
     events: list[wg.GroupEventT] = []
     if isinstance(observation, GroupStarted):
         events.append(observation)
+    elif isinstance(observation, WorkerRaised):
+        raised = w.WorkerExited(now=observation.now, exitcode=1, reason=observation.reason)
+        events.append(wg.WorkerEvent(local_rank=observation.local_rank, event=raised))
     elif observation.failures:
         for f in observation.failures:
             code = f.exitcode if f.exitcode is not None else -1
@@ -216,16 +239,55 @@ def _follow_effects(
     exits are then no news); after a ``StartWorkers`` the node has no group until that start's
     workers are reported running (``GroupStarted``)."""
     for effect in effects:
-        if isinstance(effect, ag.StopWorkers) and group is not None:
+        if isinstance(effect, (ag.StopWorkers, ip.PauseWorkers)) and group is not None:
             if group.phase not in (WorkerState.STOPPED, WorkerState.SUCCEEDED):
                 from tpelastic.core import worker_group as wg
 
                 # The group's own phase records are not passed on: the agent step that
                 # ordered the stop is recorded already, and the group is in the node's state.
                 group = wg.step(group, wg.GroupStopped(now=now, reason=effect.reason)).state
-        elif isinstance(effect, ag.StartWorkers):
+        elif isinstance(effect, (ag.StartWorkers, ip.ResumeWorkers)):
             group = None
     return group
+
+
+def _in_process(
+    restart: ip.InProcessState, effects: tuple[object, ...], now: Instant, config: NodeConfig
+) -> tuple[ip.InProcessState, tuple[object, ...]]:
+    """Step 3 for in-process restart: the agent's ``StopWorkers`` followed by a
+    ``StartWorkers`` in the same step is a restart of the same world (``RestartOrdered``),
+    a ``StopWorkers`` alone stops every process (``StopOrdered``); the in-process table's
+    effects take their places (a ``PauseWorkers`` takes the stop's, and the start comes as
+    ``ResumeWorkers`` once the kept workers stopped)."""
+    out: list[object | None] = list(effects)
+    for i, effect in enumerate(effects):
+        if not isinstance(effect, ag.StopWorkers):
+            continue
+        later = (j for j in range(i + 1, len(effects)) if isinstance(effects[j], ag.StartWorkers))
+        j = next(later, None)
+        if j is None:
+            stopped = ip.StopOrdered(now=now, stop=effect)
+            restart = ip.step(restart, stopped, config.in_process).state
+            continue
+        start = cast(ag.StartWorkers, effects[j])
+        ordered = ip.RestartOrdered(now=now, stop=effect, start=start)
+        result = ip.step(restart, ordered, config.in_process)
+        restart = result.state
+        if len(result.effects) == 2:  # a full restart: the agent's orders as they are
+            out[i], out[j] = result.effects
+        else:  # a pause: the start follows once the kept workers stopped
+            (out[i],), out[j] = result.effects, None
+    return restart, tuple(e for e in out if e is not None)
+
+
+def _gone(observation: object, group: WorkerGroup | None) -> frozenset[int]:
+    """The local ranks whose process a workers' observation says exited."""
+    if not isinstance(observation, WorkersExited):
+        return frozenset()
+    if observation.failures:
+        return frozenset(f.local_rank for f in observation.failures)
+    size = group.local_world_size if group is not None else 0
+    return frozenset(range(size))
 
 
 def node_step(state: NodeState, observation: object, config: NodeConfig) -> NodeStep:
@@ -235,8 +297,14 @@ def node_step(state: NodeState, observation: object, config: NodeConfig) -> Node
         TypeError: ``observation`` is none of an agent, a membership or a worker observation
             (a driver bug).
     """
-    member, group = state.member, state.group
-    if isinstance(observation, (GroupStarted, WorkersExited)):
+    member, group, restart = state.member, state.group, state.restart
+    if type(observation) in _CHANNEL_EVENTS:
+        answered = ip.step(restart, observation, config.in_process)
+        orders = tuple(e for e in answered.effects if not isinstance(e, Rejected))
+        group = _follow_effects(group, orders, _observed_at(observation))
+        new = NodeState(agent=state.agent, member=member, group=group, restart=answered.state)
+        return NodeStep(state=new, effects=answered.effects)
+    if isinstance(observation, (GroupStarted, WorkersExited, WorkerRaised)):
         group, events, effects = _group_events(state, observation, config)
     else:
         member, events, effects = _agent_events(state, observation, config)
@@ -248,8 +316,15 @@ def node_step(state: NodeState, observation: object, config: NodeConfig) -> Node
         agent = result.state
         effects += result.effects
     now = _observed_at(observation)
+    restart, effects = _in_process(restart, effects, now, config)
+    gone = _gone(observation, state.group)
+    if gone:
+        exited = ip.WorkersGone(now=now, local_ranks=gone)
+        restart = ip.step(restart, exited, config.in_process).state
+    elif isinstance(observation, GroupStarted):
+        restart = ip.step(restart, ip.WorkersRunning(now=now), config.in_process).state
     group = _follow_effects(group, effects, now)
-    new = NodeState(agent=agent, member=member, group=group)
+    new = NodeState(agent=agent, member=member, group=group, restart=restart)
     return NodeStep(state=new, effects=effects, agent_steps=tuple(taken))
 
 
@@ -257,7 +332,9 @@ def has_news(state: NodeState, observation: object, config: NodeConfig) -> bool:
     """Would ``observation`` reach the agent (an agent event, or a membership observation that
     means one)? A quiet look, a failed look short of ``looks_lost`` or a keep-alive that holds
     only updates the membership reading."""
-    if isinstance(observation, (GroupStarted, WorkersExited)):
+    if type(observation) in _CHANNEL_EVENTS:
+        return False
+    if isinstance(observation, (GroupStarted, WorkersExited, WorkerRaised)):
         return bool(_group_events(state, observation, config)[1])
     return bool(_agent_events(state, observation, config)[1])
 
@@ -269,6 +346,7 @@ __all__ = [
     "NodeState",
     "NodeStep",
     "GroupStarted",
+    "WorkerRaised",
     "WorkersExited",
     "has_news",
     "initial_node_state",

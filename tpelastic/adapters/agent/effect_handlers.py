@@ -40,6 +40,7 @@ from tpelastic.adapters.ports import Clock
 from tpelastic.adapters.rendezvous import errors as rz
 from tpelastic.adapters.workers.api import ProcessFailure
 from tpelastic.core import agent as core
+from tpelastic.core import in_process as ip
 from tpelastic.core import membership as members
 from tpelastic.core import node as composed
 from tpelastic.core.agent.events import RendezvousFailureKind
@@ -47,6 +48,7 @@ from tpelastic.core.group_values import WorkerGroup, make_group
 from tpelastic.core.values import Emit, Rejected
 
 if TYPE_CHECKING:
+    from tpelastic.adapters.agent.control import Control
     from tpelastic.adapters.agent.round_watch import RoundWatching
 
 log = logging.getLogger("tpelastic.agent")  # report.log's logger, without importing report
@@ -54,8 +56,8 @@ log = logging.getLogger("tpelastic.agent")  # report.log's logger, without impor
 EffectTable = Mapping[type, Callable[[Any], None]]
 """Effect type -> the handler that carries it out."""
 
-EFFECT_TYPES: tuple[type, ...] = (*core.AGENT_EFFECTS, Emit, Rejected)
-"""Every effect type the agent core can return: the table must have a handler for each."""
+EFFECT_TYPES: tuple[type, ...] = (*core.AGENT_EFFECTS, *ip.EFFECTS, Emit, Rejected)
+"""Every effect type the node's core can return: the table must have a handler for each."""
 
 
 @define
@@ -220,6 +222,8 @@ class WorkerEffects:
     Args:
         start, stop, pids: the agent's worker methods (start one worker per environment of an
             attempt; stop them all; local rank -> pid of the running ones).
+        stop_one, respawn: stop one worker; start a new one for a local rank (in-process
+            restarts keep the others).
     """
 
     def __init__(
@@ -237,17 +241,23 @@ class WorkerEffects:
         start: Callable[[dict[int, dict[str, str]], str], None],
         stop: Callable[[str], None],
         pids: Callable[[], dict[int, int]],
+        control: Control,
+        stop_one: Callable[[int], None],
+        respawn: Callable[[int, dict[str, str]], None],
     ) -> None:
         self._spec, self._membership, self._obs = spec, membership, observers
         self._clock, self._inbox, self._record = clock, inbox, record
         self._in_place, self._watching, self._pumps = in_place, watching, pumps
         self._start, self._stop, self._pids = start, stop, pids
+        self._control, self._stop_one, self._respawn = control, stop_one, respawn
         self.waiting: EndpointWait | None = None
         """The in-place attempt whose workers wait for rank 0's endpoint, if any."""
+        self._resume: ip.ResumeWorkers | None = None  # how the waiting attempt starts
 
-    def start(self, effect: core.StartWorkers) -> None:
+    def start(self, effect: core.StartWorkers, resume: ip.ResumeWorkers | None = None) -> None:
         """Start the workers; an in-place attempt whose endpoint is still to come leaves its
         wait in :attr:`waiting` for the loop to step (see :meth:`wait_pass`)."""
+        self._resume = resume
         if not effect.attempt:
             joined = self._membership.joined
             assert joined is not None
@@ -259,6 +269,31 @@ class WorkerEffects:
         elif entered is not None:
             self._launch(effect, entered)
         # None: what ended the attempt before it started is in the inbox (see in_place)
+
+    def resume(self, effect: ip.ResumeWorkers) -> None:
+        """Start the attempt with the kept workers told their new world in process."""
+        log.info(
+            "restarting in process: local rank(s) %s kept, %s respawned",
+            sorted(effect.keep),
+            sorted(effect.respawn) or "none",
+        )
+        self.start(effect.start, effect)
+
+    def pause(self, effect: ip.PauseWorkers) -> None:
+        """Stop training: the kept workers are told to stop (their processes stay), the
+        others' processes are stopped."""
+        log.info(
+            "restarting in process (%s): stopping local rank(s) %s in process%s",
+            effect.reason,
+            sorted(effect.keep),
+            f", the process of {sorted(effect.respawn)}" if effect.respawn else "",
+        )
+        self.waiting = None
+        self._watching.unwatch()
+        self._pumps.stop()
+        self._control.pause(effect.keep)
+        for lr in sorted(effect.respawn):
+            self._stop_one(lr)
 
     def wait_pass(self, look: Look) -> Any | None:
         """One pass of the wait for the attempt's endpoint: the workers start once it is in.
@@ -311,7 +346,15 @@ class WorkerEffects:
             joined.facts.master_port,
         )
         label = attempt_name(effect.round, effect.attempt)
-        self._start(envs, label)
+        resume, self._resume = self._resume, None
+        if resume is None:
+            self._start(self._control.new_start(envs), label)
+        else:
+            envs = self._control.with_channel(envs)
+            for lr in sorted(resume.keep):
+                self._control.resume(lr, envs[lr])
+            for lr in sorted(resume.respawn):
+                self._respawn(lr, envs[lr])
         pids = self._pids()
         started = tuple(pids.get(lr) for lr in range(spec.local_world_size))
         # Before the pump starts: the group is started before any exit of its is stepped.
@@ -322,6 +365,7 @@ class WorkerEffects:
     def stop(self, effect: core.StopWorkers) -> None:
         log.info("stopping workers: %s", effect.reason)
         self.waiting = None  # an attempt not started yet is given up with the rest
+        self._resume = None
         pids = set(self._pids().values())
         self._watching.unwatch()
         self._pumps.stop()
@@ -355,6 +399,8 @@ def effect_table(
         core.StartWorkers: workers.start,
         core.StopWorkers: workers.stop,
         core.OpenAttempt: in_place.open,
+        ip.PauseWorkers: workers.pause,
+        ip.ResumeWorkers: workers.resume,
     }
     check_covers(table)
     return table

@@ -228,6 +228,21 @@ class LocalElasticAgent(SimpleElasticAgent):
             warm=self._warm_pool(),
         )
 
+    def _control_channels_factory(self) -> Any | None:
+        from tpelastic.adapters.workers.control import ControlChannels
+
+        return ControlChannels
+
+    def _stop_worker(self, local_rank: int) -> None:
+        if self._ctx is not None:
+            self._ctx.stop_one(local_rank, timeout=self._spec.close_timeout)
+
+    def _respawn_worker(self, local_rank: int, env: dict[str, str]) -> None:
+        if self._ctx is None:
+            raise RuntimeError("agent: no workers to respawn one of")
+        envs, _ = self._local_envs_and_args({local_rank: env})
+        self._ctx.replace(local_rank, envs[local_rank])
+
     def _stop_workers(self, reason: str) -> None:
         ctx, self._ctx = self._ctx, None
         if ctx is not None:

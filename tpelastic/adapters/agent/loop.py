@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from attrs import evolve
 
 from tpelastic.adapters.agent import publish, worker_group
+from tpelastic.adapters.agent.control import Control
 from tpelastic.adapters.agent.effect_handlers import (
     RendezvousEffects,
     ReportEffects,
@@ -54,6 +55,7 @@ from tpelastic.adapters.agent.in_place import InPlaceEffects
 from tpelastic.adapters.agent.membership import Membership
 from tpelastic.adapters.agent.observers import Observers, describe_stall
 from tpelastic.adapters.agent.pumps import (
+    ControlMessage,
     Inbox,
     JoinEnded,
     JoinPump,
@@ -75,6 +77,7 @@ from tpelastic.adapters.workers.signals import (
     install_signal_policy,
 )
 from tpelastic.core import agent as core
+from tpelastic.core import in_process as ip
 from tpelastic.core import membership as members
 from tpelastic.core import node as composed
 from tpelastic.core.agent.reads import ReadConfig, read_period, running_look_period
@@ -118,6 +121,15 @@ def _env_seconds(name: str) -> float | None:
     except (KeyError, ValueError):
         return None
     return value if value > 0 else None
+
+
+def _in_process_config() -> ip.InProcessConfig:
+    """The bounds of an in-process restart: ``TPELASTIC_IN_PROCESS_STOP_TIMEOUT`` and
+    ``TPELASTIC_IN_PROCESS_START_TIMEOUT`` (seconds) override the defaults."""
+    default = ip.InProcessConfig()
+    stop = _env_seconds("TPELASTIC_IN_PROCESS_STOP_TIMEOUT") or default.stop_timeout
+    start = _env_seconds("TPELASTIC_IN_PROCESS_START_TIMEOUT") or default.start_timeout
+    return ip.InProcessConfig(stop_timeout=stop, start_timeout=start)
 
 
 class ElasticAgent(abc.ABC):
@@ -181,7 +193,9 @@ class SimpleElasticAgent(ElasticAgent):
             exit_barrier_timeout=spec.exit_barrier_timeout,
         )
         self._node_config = composed.NodeConfig(
-            agent=self._config, member=self._membership.member_config()
+            agent=self._config,
+            member=self._membership.member_config(),
+            in_process=_in_process_config(),
         )
         self._node = composed.initial_node_state(self._node_config)
         self._reads = ReadConfig(
@@ -210,6 +224,9 @@ class SimpleElasticAgent(ElasticAgent):
             clock=clock,
         )
         self._pumps = WorkerPumps(self._inbox, self._workers_wait)
+        self._control = Control(
+            spec.local_world_size, self._inbox, clock, self._control_channels_factory()
+        )
         in_place = InPlaceEffects(spec, membership, self._obs, clock, self._inbox)
         self._workers = WorkerEffects(
             spec,
@@ -224,6 +241,9 @@ class SimpleElasticAgent(ElasticAgent):
             start=self._start_workers,
             stop=self._stop_workers,
             pids=self._worker_pids,
+            control=self._control,
+            stop_one=self._stop_worker,
+            respawn=self._respawn_worker,
         )
         self._joins = JoinPump(self._inbox, now=clock.now)
         self._rendezvous = RendezvousEffects(
@@ -264,6 +284,19 @@ class SimpleElasticAgent(ElasticAgent):
     def _current_context(self) -> Any | None:
         """The running worker context, for forwarding signals (None when there is none)."""
         return None
+
+    def _control_channels_factory(self) -> Any | None:
+        """What makes the workers' control channels (``Control``'s ``make_channels``), or
+        None: an agent that cannot stop and start a single worker restarts every one."""
+        return None
+
+    def _stop_worker(self, local_rank: int) -> None:
+        """Stop one worker, the others running on (in-process restarts only)."""
+        raise NotImplementedError
+
+    def _respawn_worker(self, local_rank: int, env: dict[str, str]) -> None:
+        """Start a new worker for ``local_rank`` with the round's ``env`` (in-process only)."""
+        raise NotImplementedError
 
     def _worker_pids(self) -> dict[int, int]:
         """Local rank -> pid of the current attempt's workers (empty when unknown)."""
@@ -391,6 +424,7 @@ class SimpleElasticAgent(ElasticAgent):
                 self._watching.join(_WATCHER_JOIN)
                 self._pumps.join(_PUMP_JOIN)
                 self._joins.join(_PUMP_JOIN)
+                self._control.close()
                 self._obs.close()
                 if restore is not None:
                     restore()
@@ -503,6 +537,14 @@ class SimpleElasticAgent(ElasticAgent):
             if item.serial == self._pumps.serial:
                 raise item.error
             return None
+        if isinstance(item, ControlMessage):
+            seen = self._control.decode(item)
+            if isinstance(seen, composed.WorkerRaised):
+                start = self._control.start
+                self._look_first(seen.now)
+                if start != self._control.start or self._state.phase in TERMINAL:
+                    return None  # the look's news restarted the workers, or ended the run
+            return seen
         if isinstance(item, RoundChanged):
             return self._round_changed(item.watcher)
         if isinstance(item, JoinEnded):
@@ -532,6 +574,9 @@ class SimpleElasticAgent(ElasticAgent):
             return core.WorkerStuck(
                 now=now, local_rank=stall.rank, idle_for=stall.idle_for, cause=cause
             )
+        due = self._node.restart.deadline
+        if due is not None and now >= due:
+            return ip.RestartTimePassed(now=now)
         last_beat = self._membership.last_beat()
         if last_beat is not None:
             lapsed = self._member_step(members.KeepAliveRead(now=now, last_beat=last_beat))

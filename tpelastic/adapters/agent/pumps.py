@@ -126,8 +126,16 @@ class JoinEnded:
     started: float
 
 
+@frozen
+class ControlMessage:
+    """A line a worker sent on its control channel (put by the channel's thread)."""
+
+    local_rank: int
+    message: dict[str, Any]
+
+
 # What is not an effect's outcome: pumps' observations, and the start of workers (a fact).
-_PUMPED = (WorkersEnded, WorkerWaitFailed, RoundChanged, JoinEnded, GroupStarted)
+_PUMPED = (WorkersEnded, WorkerWaitFailed, RoundChanged, JoinEnded, GroupStarted, ControlMessage)
 
 
 class WorkerExitPump:
@@ -283,6 +291,7 @@ class JoinPump:
 
 
 __all__ = [
+    "ControlMessage",
     "Inbox",
     "JoinEnded",
     "JoinPump",

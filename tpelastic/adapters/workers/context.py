@@ -324,7 +324,11 @@ class PContext(abc.ABC):
                 return
             ready = wait_handles([w.wait_handle() for w in live] + [self._wake_r], timeout=1.0)
             if self._wake_r in ready:
-                return
+                with self._cond:
+                    if self._closing:
+                        return
+                os.read(self._wake_r, 64)  # a worker was replaced: watch the new set
+                continue
             for worker in live:
                 if worker.wait_handle() in ready:
                     self._record_exit(worker, worker.reap(timeout=1.0))
@@ -417,6 +421,53 @@ class PContext(abc.ABC):
     def pids(self) -> dict[int, int]:
         """Per local rank, the worker's pid (also after it exited)."""
         return {rank: w.pid for rank, w in self._workers.items()}
+
+    # -- one worker at a time (in-process restart) ---------------------------------------------
+
+    def stop_one(self, local_rank: int, timeout: float = 5.0) -> None:
+        """Stop the worker of ``local_rank`` (its tree and process group), if it still runs;
+        the others run on. Its exit is ours: not a failure."""
+        with self._cond:
+            worker = self._workers.get(local_rank)
+            if worker is None or worker.exitcode is not None:
+                return
+            pid = worker.pid
+        kill_trees([pid], [pid], signal.SIGTERM, timeout, clock=self._clock)
+        code = worker.reap(timeout=5.0)
+        with self._cond:
+            if worker.exitcode is None and code is not None:
+                worker.exitcode, worker.ended_at = code, self._clock.wall()
+            worker.stopped_by_us = True
+            self._cond.notify_all()
+
+    def replace(self, local_rank: int, env: dict[str, str]) -> int:
+        """Start a new worker for ``local_rank``, whose process ended, with ``env`` as its
+        extra environment; the others run on. Returns its pid."""
+        with self._cond:
+            old = self._workers.get(local_rank)
+            if old is not None and old.exitcode is None:
+                raise RuntimeError(f"local rank {local_rank} still runs (pid {old.pid})")
+            self.envs[local_rank] = dict(env)
+            self._failures.pop(local_rank, None)
+        worker = _LAUNCHER.run(lambda: self._start_one(local_rank))
+        with self._cond:
+            self._workers[local_rank] = worker
+            self._cond.notify_all()
+        if old is not None:
+            old.release()
+        self._tell_watchdog(f"{worker.pid}\n")
+        if self._watcher.is_alive():
+            os.write(self._wake_w, b"x")
+        else:
+            name = self._watcher.name
+            self._watcher = threading.Thread(target=self._watch, name=name, daemon=True)
+            self._watcher.start()
+        return int(worker.pid)
+
+    def set_env(self, local_rank: int, env: dict[str, str]) -> None:
+        """The extra environment ``local_rank``'s worker now runs with (told in process)."""
+        with self._cond:
+            self.envs[local_rank] = dict(env)
 
     # -- stopping -------------------------------------------------------------------------------
 
