@@ -66,6 +66,7 @@ PER_ATTEMPT = frozenset(
         "TORCHELASTIC_ERROR_FILE",
         "TPELASTIC_ERROR_FILE",
         "TPELASTIC_PROGRESS_FILE",
+        "TPELASTIC_CONTROL_START",  # the start a worker belongs to (workers/control.py)
         subreaper.MARKER,
     }
 )
