@@ -47,7 +47,7 @@ def _done(out: Path, rank: int) -> dict[str, Any]:
     return data
 
 
-def test_P5_a_raise_restarts_in_process_and_every_worker_keeps_its_pid(out: Path) -> None:
+def test_K5_a_raise_restarts_in_process_and_every_worker_keeps_its_pid(out: Path) -> None:
     log = _run(out, "--raise-at", "3")
     seen = _entries(out)
     assert sorted(seen) == [(0, 0), (0, 1), (1, 0), (1, 1)]
@@ -61,7 +61,7 @@ def test_P5_a_raise_restarts_in_process_and_every_worker_keeps_its_pid(out: Path
     assert "local rank(s) [0, 1] kept, none respawned" in log
 
 
-def test_P6_a_killed_worker_is_the_only_one_respawned(out: Path) -> None:
+def test_K6_a_killed_worker_is_the_only_one_respawned(out: Path) -> None:
     log = _run(out, "--kill-at", "3")
     seen = _entries(out)
     assert sorted(seen) == [(0, 0), (0, 1), (1, 0), (1, 1)]
@@ -73,7 +73,7 @@ def test_P6_a_killed_worker_is_the_only_one_respawned(out: Path) -> None:
     assert "local rank(s) [0] kept, [1] respawned" in log
 
 
-def test_P7_a_worker_that_ignores_the_stop_falls_back_to_a_full_restart(out: Path) -> None:
+def test_K7_a_worker_that_ignores_the_stop_falls_back_to_a_full_restart(out: Path) -> None:
     bound = f"{1.5 * machine_load.factor():g}"
     env = {"TPELASTIC_IN_PROCESS_STOP_TIMEOUT": bound}
     log = _run(out, "--raise-at", "3", "--ignore-at", "3", env=env)

@@ -157,7 +157,9 @@ class RestartTimePassed:
 
 @frozen(kw_only=True)
 class RestartOrdered:
-    """The agent ordered ``stop`` then ``start`` in one step (a restart of the same world)."""
+    """The agent ordered ``stop`` and a new attempt of the same world in one step: its
+    ``start`` with it (a member following an attempt), or None when the start comes once the
+    attempt's open landed (``StartOrdered``: the opener)."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -165,6 +167,18 @@ class RestartOrdered:
 
     now: Instant
     stop: StopWorkers
+    start: StartWorkers | None
+
+
+@frozen(kw_only=True)
+class StartOrdered:
+    """The agent ordered ``start`` alone (a round's first start, or an attempt it opened)."""
+
+    __repr__ = value_repr
+    __eq__ = value_eq
+    __hash__ = value_hash
+
+    now: Instant
     start: StartWorkers
 
 
@@ -216,6 +230,7 @@ CHANNEL_EVENTS: tuple[type, ...] = (
 EVENTS: tuple[type, ...] = (
     *CHANNEL_EVENTS,
     RestartOrdered,
+    StartOrdered,
     StopOrdered,
     WorkersGone,
     WorkersRunning,
@@ -277,12 +292,15 @@ def restart_in_process(
         start_deadline=None,
         start=event.start,
     )
-    return new, (PauseWorkers(reason=event.stop.reason, keep=keep, respawn=respawn),)
+    pause = PauseWorkers(reason=event.stop.reason, keep=keep, respawn=respawn)
+    return new, (pause,)
 
 
 def _resume(state: InProcessState) -> Out:
-    """Every kept worker stopped (or left): start the attempt, keeping those still attached."""
-    assert state.start is not None  # set by every move to RESTARTING
+    """Every kept worker stopped (or left): start the attempt, keeping those still attached,
+    once the agent ordered it."""
+    if state.unstopped or state.start is None:
+        return state, ()
     keep = state.kept
     respawn = frozenset(range(state.local_world_size)) - keep
     new = evolve(state, unstarted=keep, stop_deadline=None)
@@ -290,7 +308,7 @@ def _resume(state: InProcessState) -> Out:
 
 
 def restart_fully(state: InProcessState, event: RestartOrdered, config: InProcessConfig) -> Out:
-    return _off(state), (event.stop, event.start)
+    return _off(state), (event.stop,) if event.start is None else (event.stop, event.start)
 
 
 def _off(state: InProcessState) -> InProcessState:
@@ -302,15 +320,37 @@ def stop_all(state: InProcessState, event: StopOrdered, config: InProcessConfig)
 
 
 def _fall_back(state: InProcessState, why: str) -> Out:
-    start = state.start
-    assert start is not None  # set by every move to RESTARTING
+    """Every process stopped, and the attempt started as without the API (at once when the
+    agent ordered it; else its start goes out as it is when it comes, the node being OFF)."""
     stop = StopWorkers(reason=f"in-process restart failed: {why}; full restart")
-    return _off(state), (stop, start)
+    return _off(state), (stop,) if state.start is None else (stop, state.start)
+
+
+def start_held(state: InProcessState, event: StartOrdered, config: InProcessConfig) -> Out:
+    return _resume(evolve(state, start=event.start))
+
+
+def start_as_ordered(state: InProcessState, event: StartOrdered, config: InProcessConfig) -> Out:
+    return state, (event.start,)
+
+
+def awaiting_start(state: InProcessState, event: StartOrdered, c: InProcessConfig) -> bool:
+    return state.start is None
+
+
+def start_given(state: InProcessState, event: StartOrdered, c: InProcessConfig) -> bool:
+    return state.start is not None
+
+
+def second_start(state: InProcessState, event: StartOrdered, config: InProcessConfig) -> Out:
+    return _off(state), (
+        StopWorkers(reason="a second start while restarting in process"),
+        event.start,
+    )
 
 
 def paused(state: InProcessState, event: WorkerPaused, config: InProcessConfig) -> Out:
-    new = evolve(state, unstopped=state.unstopped - {event.local_rank})
-    return _resume(new) if not new.unstopped else (new, ())
+    return _resume(evolve(state, unstopped=state.unstopped - {event.local_rank}))
 
 
 def resumed(state: InProcessState, event: WorkerResumed, config: InProcessConfig) -> Out:
@@ -378,7 +418,7 @@ def respawn_instead(
         kept=state.kept - ranks,
         unstopped=state.unstopped - ranks,
     )
-    return _resume(new) if not new.unstopped else (new, ())
+    return _resume(new)
 
 
 def died_while_kept(
@@ -411,6 +451,8 @@ def nothing_due(state: InProcessState, event: WorkersRunning, c: InProcessConfig
 
 
 GUARDS: dict[str, Guard] = {
+    "awaiting_start": awaiting_start,
+    "start_given": start_given,
     "nothing_due": nothing_due,
     "all_started": all_started,
     "starts_due": starts_due,
@@ -421,6 +463,9 @@ GUARDS: dict[str, Guard] = {
     "nobody_left": nobody_left,
 }
 ACTIONS: dict[str, Action] = {
+    "start_held": start_held,
+    "start_as_ordered": start_as_ordered,
+    "second_start": second_start,
     "attach": attach,
     "restart_in_process": restart_in_process,
     "restart_fully": restart_fully,
@@ -462,6 +507,26 @@ ROWS = (
         note="a restart before the kept workers answered the last: not trusted, every process",
     ),
     *(Row(src=src, on=StopOrdered, dst=P.OFF, action="stop_all") for src in P),
+    *(
+        Row(src=src, on=StartOrdered, dst=src, action="start_as_ordered")
+        for src in (P.OFF, P.READY)
+    ),
+    Row(
+        src=P.RESTARTING,
+        on=StartOrdered,
+        dst=P.RESTARTING,
+        guard="awaiting_start",
+        action="start_held",
+        note="the attempt's open landed: held until the kept workers stopped",
+    ),
+    Row(
+        src=P.RESTARTING,
+        on=StartOrdered,
+        dst=P.OFF,
+        guard="start_given",
+        action="second_start",
+        note="cannot happen while the agent follows its table: every process",
+    ),
     Row(
         src=P.RESTARTING,
         on=WorkerPaused,
@@ -562,6 +627,7 @@ __all__ = [
     "RestartPhase",
     "RestartTimePassed",
     "ResumeWorkers",
+    "StartOrdered",
     "StopOrdered",
     "WorkerAttached",
     "WorkerDetached",

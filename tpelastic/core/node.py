@@ -254,30 +254,51 @@ def _follow_effects(
 def _in_process(
     restart: ip.InProcessState, effects: tuple[object, ...], now: Instant, config: NodeConfig
 ) -> tuple[ip.InProcessState, tuple[object, ...]]:
-    """Step 3 for in-process restart: the agent's ``StopWorkers`` followed by a
-    ``StartWorkers`` in the same step is a restart of the same world (``RestartOrdered``),
-    a ``StopWorkers`` alone stops every process (``StopOrdered``); the in-process table's
-    effects take their places (a ``PauseWorkers`` takes the stop's, and the start comes as
-    ``ResumeWorkers`` once the kept workers stopped)."""
-    out: list[object | None] = list(effects)
+    """Step 3 for in-process restart: the agent's ``StopWorkers`` with a new attempt of the
+    same world in the same step (its ``StartWorkers``, or the ``OpenAttempt`` whose landing
+    brings it) is ``RestartOrdered``; a ``StopWorkers`` otherwise is ``StopOrdered``, a
+    ``StartWorkers`` alone ``StartOrdered``. The in-process table's orders take their places
+    (a ``PauseWorkers`` takes the stop's; the start comes as ``ResumeWorkers`` once the kept
+    workers stopped)."""
+    out: list[object] = []
+    held: dict[int, tuple[object, ...]] = {}  # a start's place: what goes out there
     for i, effect in enumerate(effects):
-        if not isinstance(effect, ag.StopWorkers):
+        if i in held:
+            out.extend(held[i])
             continue
-        later = (j for j in range(i + 1, len(effects)) if isinstance(effects[j], ag.StartWorkers))
-        j = next(later, None)
-        if j is None:
-            stopped = ip.StopOrdered(now=now, stop=effect)
-            restart = ip.step(restart, stopped, config.in_process).state
+        event: object | None = None
+        if isinstance(effect, ag.StopWorkers):
+            rest = effects[i + 1 :]
+            j = next((k for k, e in enumerate(rest) if isinstance(e, ag.StartWorkers)), None)
+            opened = any(isinstance(e, ag.OpenAttempt) for e in rest)
+            if j is not None:
+                start = cast(ag.StartWorkers, rest[j])
+                result = ip.step(
+                    restart, ip.RestartOrdered(now=now, stop=effect, start=start), config.in_process
+                )
+                restart = result.state
+                # A full restart keeps the agent's order; a pause holds the start back.
+                *before, last = result.effects or (None,)
+                if last is start:
+                    out.extend(before)
+                    held[i + 1 + j] = (start,)
+                else:
+                    out.extend(result.effects)
+                    held[i + 1 + j] = ()
+                continue
+            elif opened:
+                event = ip.RestartOrdered(now=now, stop=effect, start=None)
+            else:
+                event = ip.StopOrdered(now=now, stop=effect)
+        elif isinstance(effect, ag.StartWorkers):
+            event = ip.StartOrdered(now=now, start=effect)
+        if event is None:
+            out.append(effect)
             continue
-        start = cast(ag.StartWorkers, effects[j])
-        ordered = ip.RestartOrdered(now=now, stop=effect, start=start)
-        result = ip.step(restart, ordered, config.in_process)
+        result = ip.step(restart, event, config.in_process)
         restart = result.state
-        if len(result.effects) == 2:  # a full restart: the agent's orders as they are
-            out[i], out[j] = result.effects
-        else:  # a pause: the start follows once the kept workers stopped
-            (out[i],), out[j] = result.effects, None
-    return restart, tuple(e for e in out if e is not None)
+        out.extend(result.effects)
+    return restart, tuple(out)
 
 
 def _gone(observation: object, group: WorkerGroup | None) -> frozenset[int]:
