@@ -17,7 +17,9 @@ completed a step. That world is the last one to start before the next fault (the
 when the dust settles), or the first one after if none did (``overlapped``). For a new node,
 only worlds it trains in count: its fault is over when it has joined. A world the fault ended
 (with the killed worker, or the killed or departed node) is never it, whatever its ranks
-logged while the signal was on its way.
+logged while the signal was on its way. A fault after which no world trains is "never",
+except from the fault that spent the budget on, when the job failed cleanly (``ended_job``: no
+recovery is due); the table's medians rank a "never" above every time (report.py).
 """
 
 from __future__ import annotations
@@ -239,7 +241,8 @@ def judge(
         budget.append({"scope": scope, "charged": charged, "own": expected})
     budget_ok = all(b["charged"] == b["own"] for b in budget)
 
-    # recovery per fault
+    # recovery per fault; from the job's own fault that spent the budget on, none is due
+    spending = own_faults[max_restarts]["t"] if outcome == "failed-clean" else math.inf
     recoveries = []
     for i, fault in enumerate(faults):
         t_next = faults[i + 1]["t"] if i + 1 < len(faults) else math.inf
@@ -250,6 +253,7 @@ def judge(
                 "fault": fault["fault"],
                 "recovery": None if took is None else round(took, 3),
                 "overlapped": overlapped,
+                "ended_job": took is None and fault["t"] >= spending,
             }
         )
 

@@ -1,7 +1,13 @@
-"""The table per launcher: outcomes, checks and recovery per fault kind over its episodes."""
+"""The table per launcher: outcomes, checks and recovery per fault kind over its episodes.
+
+A recovery's median and p90 rank a fault never recovered from above every time, so a launcher
+that rarely recovers is not given the median of its few recoveries; ``median_recovered`` in
+the JSON is the median of the recovered ones alone.
+"""
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
@@ -27,7 +33,17 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     k = (len(ordered) - 1) * q
     low, high = int(k), min(int(k) + 1, len(ordered) - 1)
+    if k == low or ordered[high] == ordered[low]:  # inf * 0 and inf - inf are nan
+        return ordered[low]
     return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
+
+
+def _seconds(value: float) -> float | str:
+    return "never" if math.isinf(value) else round(value, 2)
+
+
+def _shown(value: float | str) -> str:
+    return str(value) if value == "never" else f"{value} s"
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -42,23 +58,23 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     out["passed"] = sum(r["passed"] for r in results)
     recovery: dict[str, Any] = {}
     for kind in (*KINDS, "all"):
-        times = [
-            x["recovery"]
+        due = [
+            x
             for r in results
             for x in r["recoveries"]
-            if (kind == "all" or x["fault"] == kind) and x["recovery"] is not None
+            if (kind == "all" or x["fault"] == kind) and not x.get("ended_job", False)
         ]
-        missing = sum(
-            1
-            for r in results
-            for x in r["recoveries"]
-            if (kind == "all" or x["fault"] == kind) and x["recovery"] is None
-        )
+        times = [x["recovery"] for x in due if x["recovery"] is not None]
+        missing = len(due) - len(times)
+        # A fault never recovered from ranks above every time: leaving it out would give a
+        # launcher that rarely recovers the median of its few recoveries.
+        ranked = [*times, *[math.inf] * missing]
         recovery[kind] = {
             "n": len(times),
             "not_recovered": missing,
-            "median": round(statistics.median(times), 2) if times else None,
-            "p90": round(percentile(times, 0.9), 2) if times else None,
+            "median": _seconds(statistics.median(ranked)) if ranked else None,
+            "p90": _seconds(percentile(ranked, 0.9)) if ranked else None,
+            "median_recovered": round(statistics.median(times), 2) if times else None,
         }
     out["recovery"] = recovery
     return out
@@ -76,7 +92,7 @@ def table(summaries: dict[str, dict[str, Any]]) -> str:
             if r["n"] == 0 and r["not_recovered"] == 0:
                 cells.append("-")
                 continue
-            text = f"{r['median']} / {r['p90']} s (n={r['n']})" if r["n"] else "none"
+            text = f"{_shown(r['median'])} / {_shown(r['p90'])} (n={r['n']})"
             if r["not_recovered"]:
                 text += f", {r['not_recovered']} never"
             cells.append(text)

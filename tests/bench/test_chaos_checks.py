@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from chaos import checks
+from chaos import checks, report
 from chaos.schedule import KINDS, OWN, plan
 
 
@@ -97,6 +97,26 @@ def test_no_step_after_a_fault_is_no_progress_and_a_node_giving_up_is_flagged(tm
     assert result["stalled_after"] == ["stop-agent"]
     assert result["gave_up_with_budget_left"] == ["n0"]
     assert result["recoveries"][0]["recovery"] is None
+
+
+def test_a_never_ranks_above_every_recovery_but_the_fault_that_spent_the_budget_is_not_due(
+    tmp_path,
+):
+    lines = [
+        "START t=0.0 node=n0 pid=1 restart=0",
+        *steps("a", 2, [1.0, 2.0]),
+        "START t=2.5 node=n0 pid=2 restart=1",
+        *steps("b", 2, [3.0, 4.0], first_step=3),
+    ]
+    kills = [{"fault": "kill-worker", "t": t, "node": "n0"} for t in (2.2, 4.2, 4.4, 4.6)]
+    result = judged(tmp_path, lines, faults=kills)
+    assert result["outcome"] == "failed-clean"
+    assert [r["ended_job"] for r in result["recoveries"]] == [False, False, False, True]
+    summary = report.summarize([result])["recovery"]["kill-worker"]
+    # 0.8 s, then two nevers that were due: the median is a never, not the one time there is
+    assert (summary["n"], summary["not_recovered"]) == (1, 2)
+    assert summary["median"] == "never" and summary["median_recovered"] == 0.81
+    assert "never / never (n=1), 2 never" in report.table({"x": report.summarize([result])})
 
 
 def test_resuming_behind_the_newest_checkpoint_and_orphans_fail(tmp_path):

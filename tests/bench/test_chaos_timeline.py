@@ -123,7 +123,7 @@ def test_an_episode_is_judged_again_from_what_it_left_on_disk(tmp_path: Path) ->
     again = rejudge.rejudge_episode(tmp_path, max_restarts=3)
     assert again["seed"] == 7 and again["launcher"] == "tpelastic"
     assert again["recoveries"] == [
-        {"fault": "kill-worker", "recovery": 2.53, "overlapped": False}
+        {"fault": "kill-worker", "recovery": 2.53, "overlapped": False, "ended_job": False}
     ]  # world b stepped on every rank by 12.53
     assert again["timeline"][0]["phases"]["observed"] == 0.2
     assert json.loads((tmp_path / "result.json").read_text())["recoveries"] == again["recoveries"]
