@@ -15,7 +15,9 @@ record of what it did.
 Recovery of a fault: from its injection until every rank of the world that trains after it has
 completed a step. That world is the last one to start before the next fault (the one training
 when the dust settles), or the first one after if none did (``overlapped``). For a new node,
-only worlds it trains in count: its fault is over when it has joined. A world the fault ended
+only worlds it trains in count: its fault is over when it has joined. A world that completed
+no step for ``STOPPED`` s before the next fault, while a later one trained, is not it either
+(torn down after training through a pause): the later one is, overlapped. A world the fault ended
 (with the killed worker, or the killed or departed node) is never it, whatever its ranks
 logged while the signal was on its way. A fault after which no world trains is "never",
 except from the fault that spent the budget on, when the job failed cleanly (``ended_job``: no
@@ -32,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 FIELD = re.compile(r"(\w+)=(\S+)")
+# Seconds without a completed step before the next fault after which a world had stopped (the
+# job steps every 0.1 s plus its all_reduce; a loaded machine stretches that, not to 2 s).
+STOPPED = 2.0
 
 
 @dataclass
@@ -130,9 +135,16 @@ def settled_world(
     after = sorted((w for w in found.values() if w.last > t and could(w)), key=lambda w: w.first)
     settled = [w for w in after if w.first < t_next and ready_after(w, t) is not None]
     if settled:
-        ready = ready_after(settled[-1], t)
+        world = settled[-1]
+        # A world that had stopped well before the next fault while the job trained again
+        # only in a later one did not settle the fault (a world torn down after training
+        # through a pause): the later one, overlapped, is what trained once the dust settled.
+        later = [w for w in after if w.first > world.last and ready_after(w, t) is not None]
+        if world.last < t_next - STOPPED and later:
+            return later[0], True
+        ready = ready_after(world, t)
         assert ready is not None
-        return settled[-1], ready > t_next
+        return world, ready > t_next
     for world in after:
         if ready_after(world, t) is not None:
             return world, True

@@ -119,6 +119,28 @@ def test_a_never_ranks_above_every_recovery_but_the_fault_that_spent_the_budget_
     assert "never / never (n=1), 2 never" in report.table({"x": report.summarize([result])})
 
 
+def test_a_world_torn_down_after_training_through_a_pause_did_not_settle_it(tmp_path):
+    # World a trains through a SIGSTOP at 3.4 until 8.1, is torn down, and the job trains
+    # again only in c at 18.85, after the next fault at 12.87: no recovery before that.
+    lines = [*steps("a", 2, [1.0, 2.0, 3.0, 3.5, 8.1]), *steps("c", 2, [18.85], first_step=6)]
+    faults = [
+        {"fault": "stop-host", "t": 3.4, "node": "n0"},
+        {"fault": "stop-host", "t": 12.87, "node": "n0"},
+    ]
+    result = judged(tmp_path, [*lines, "DONE t=19 step=6"], faults=faults)
+    first = result["recoveries"][0]
+    assert first["overlapped"] and first["recovery"] == pytest.approx(18.86 - 3.4, abs=1e-3)
+    # A world that trains on past the next fault did settle it: trained through.
+    lines = [*steps("a", 2, [1.0, 2.0, 3.0, 3.5, 8.1, 13.0]), *steps("c", 2, [18.85], 7)]
+    result = judged(tmp_path, [*lines, "DONE t=19 step=7"], faults=faults)
+    assert result["recoveries"][0] == {
+        "fault": "stop-host",
+        "recovery": 0.11,  # rank 1 steps at 3.51
+        "overlapped": False,
+        "ended_job": False,
+    }
+
+
 def test_resuming_behind_the_newest_checkpoint_and_orphans_fail(tmp_path):
     lines = [*steps("a", 2, [1.0, 2.0]), "CKPT t=2.1 step=2", *steps("b", 2, [4.0], first_step=1)]
     result = judged(tmp_path, [*lines, "DONE t=5 step=1"], orphans=[{"pid": 7}])
