@@ -178,9 +178,10 @@ def test_agent_metrics_reach_a_handler_once_one_is_routed_and_import_nothing_bef
     code = textwrap.dedent(
         """
         import sys
-        from tpelastic.adapters.agent import publish
+        from tpelastic.adapters.agent.publish import EXIT, Publisher
+        publish = Publisher()
         publish.workers(HEALTHY=2)
-        publish.failure(publish.EXIT)
+        publish.failure(EXIT)
         print("before", "tpelastic.adapters.sinks.metrics" in sys.modules)
         from tpelastic.adapters.sinks import metrics
         seen = []
@@ -188,7 +189,7 @@ def test_agent_metrics_reach_a_handler_once_one_is_routed_and_import_nothing_bef
             def emit(self, data):
                 seen.append((data.group, data.name, data.value))
         metrics.configure(Keep())
-        publish.failure(publish.EXIT)
+        publish.failure(EXIT)
         publish.workers(HEALTHY=2)
         print("after", seen[0], len(seen), dict((n, v) for _, n, v in seen)["workers.HEALTHY"])
         """

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from tpelastic.adapters.agent import publish
-from tpelastic.adapters.sinks.metrics import DEFAULT_GROUP, DEFAULT_ROUTER, MetricData
+from tpelastic.adapters.sinks import metrics as metrics_module
+from tpelastic.adapters.sinks.metrics import MetricData, MetricsRouter, run_router
 from tpelastic.core.worker_group import WorkerFailure
 from tpelastic.timer import TimerRequest, TimerServer
 
@@ -57,15 +58,19 @@ class Collect:
 
 
 @pytest.fixture
-def metrics():  # type: ignore[no-untyped-def]
-    collect = Collect()
-    previous = DEFAULT_ROUTER.routed(DEFAULT_GROUP)
-    DEFAULT_ROUTER.configure(collect, DEFAULT_GROUP)
-    yield collect.seen
-    if previous is None:
-        DEFAULT_ROUTER.unroute(DEFAULT_GROUP)
-    else:
-        DEFAULT_ROUTER.configure(previous, DEFAULT_GROUP)
+def collect() -> Collect:
+    return Collect()
+
+
+@pytest.fixture
+def metrics(collect: Collect) -> list[tuple[str, float]]:
+    return collect.seen
+
+
+@pytest.fixture
+def published(collect: Collect) -> publish.Publisher:
+    """The agent's publisher over a router of its own, as the launcher builds one per run."""
+    return publish.Publisher(run_router(collect))
 
 
 def _failure(local_rank: int, signal_name: str | None) -> WorkerFailure:
@@ -74,9 +79,9 @@ def _failure(local_rank: int, signal_name: str | None) -> WorkerFailure:
     )
 
 
-def test_failures_are_counted_by_reason_and_workers_by_state(metrics) -> None:  # type: ignore[no-untyped-def]
+def test_failures_are_counted_by_reason_and_workers_by_state(metrics, published) -> None:  # type: ignore[no-untyped-def]
     failures = (_failure(0, "SIGKILL"), _failure(1, "SIGKILL"), _failure(2, None))
-    publish.failed(failures, timed_out={0}, local_world_size=4)
+    published.failed(failures, timed_out={0}, local_world_size=4)
     counted = sorted((n, v) for n, v in metrics if n.startswith("failures."))
     assert counted == [("failures.exit", 1), ("failures.signal", 1), ("failures.timer", 1)]
     states = {n: v for n, v in metrics if n.startswith("workers.")}
@@ -93,7 +98,22 @@ def test_failures_are_counted_by_reason_and_workers_by_state(metrics) -> None:  
 
 def test_a_misspelt_worker_state_fails_loudly() -> None:
     with pytest.raises(KeyError, match="HEALTY"):
-        publish.workers(HEALTY=1)
+        publish.Publisher().workers(HEALTY=1)
+
+
+def test_a_run_router_keeps_the_agents_group_and_sends_the_rest_to_the_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The process's routing (torch's configure) is isolated here, and a run's router is no
+    # process-wide state: two runs' routers do not see each other's metrics.
+    process, mine, other = Collect(), Collect(), Collect()
+    monkeypatch.setattr(metrics_module, "_PROCESS", MetricsRouter(default=process))
+    publish.Publisher(run_router(mine)).stragglers(2)
+    publish.Publisher(run_router(other)).stragglers(5)
+    run_router(mine).put("loss", 0.5, "trainer")
+    publish.Publisher().stragglers(7)  # no router: the process's, as torch's agent
+    assert mine.seen == [("stragglers", 2.0)] and other.seen == [("stragglers", 5.0)]
+    assert process.seen == [("loss", 0.5), ("stragglers", 7.0)]
 
 
 def test_a_step_that_changes_and_orders_nothing_is_not_recorded(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -34,7 +34,7 @@ class Collect:
 def fresh_router(monkeypatch):
     """Isolate the process-wide routing so tests do not leak handlers into each other."""
     router = MetricsRouter()
-    monkeypatch.setattr(metrics_module, "DEFAULT_ROUTER", router)
+    monkeypatch.setattr(metrics_module, "_PROCESS", router)
     return router
 
 

@@ -126,6 +126,7 @@ class RendezvousEffects:
         self._spec, self._membership, self._obs = spec, membership, observers
         self._clock, self._inbox, self._record = clock, inbox, record
         self._joins, self._phase = joins, phase
+        self._publish = publish.Publisher(spec.metrics)
 
     def join(self, effect: core.JoinRendezvous) -> None:
         """Start the join on its pump; its end comes back through the inbox (:meth:`ended`)."""
@@ -154,7 +155,7 @@ class RendezvousEffects:
         facts = outcome.facts
         spec = self._spec
         took = clock.now() - item.started
-        publish.round_joined(facts, took, spec.max_restarts, spec.local_world_size)
+        self._publish.round_joined(facts, took, spec.max_restarts, spec.local_world_size)
         self._obs.rendezvous(
             "round_joined",
             "RUNNING",
@@ -250,6 +251,7 @@ class WorkerEffects:
         self._in_place, self._watching, self._pumps = in_place, watching, pumps
         self._start, self._stop, self._pids = start, stop, pids
         self._control, self._stop_one, self._respawn = control, stop_one, respawn
+        self._publish = publish.Publisher(spec.metrics)
         self.waiting: EndpointWait | None = None
         """The in-place attempt whose workers wait for rank 0's endpoint, if any."""
         self._resume: ip.ResumeWorkers | None = None  # how the waiting attempt starts
@@ -332,7 +334,7 @@ class WorkerEffects:
         )
         self._record.failures = {}
         envs = self._obs.worker_envs(envs, effect.round, self._clock.now())
-        publish.workers(HEALTHY=spec.local_world_size)
+        self._publish.workers(HEALTHY=spec.local_world_size)
         log.info(
             "round %d%s: node %d of %d, restart %d/%d, starting %d worker(s), master %s:%d",
             effect.round,
@@ -372,7 +374,7 @@ class WorkerEffects:
         self._stop(effect.reason)
         self._obs.workers_stopped(pids)
         failed = len(self._record.failures)  # this attempt's failed workers stay FAILED
-        publish.workers(STOPPED=self._spec.local_world_size - failed, FAILED=failed)
+        self._publish.workers(STOPPED=self._spec.local_world_size - failed, FAILED=failed)
 
 
 def effect_table(

@@ -110,6 +110,7 @@ class InPlaceEffects:
     ) -> None:
         self._spec, self._membership, self._obs = spec, membership, observers
         self._clock, self._inbox = clock, inbox
+        self._publish = publish.Publisher(spec.metrics)
 
     def open(self, effect: core.OpenAttempt) -> None:
         """Open the attempt for every member. Its outcome is the core's next observation: the
@@ -169,7 +170,7 @@ class InPlaceEffects:
         return outcome
 
     def entered(self, effect: core.StartWorkers, joined: Joined) -> Joined:
-        publish.restarted_in_place(joined.facts, self._spec.max_restarts)
+        self._publish.restarted_in_place(joined.facts, self._spec.max_restarts)
         # One rdzv.attempt per node and attempt, opener and followers alike.
         self._obs.rendezvous(
             "attempt",

@@ -175,6 +175,7 @@ class SimpleElasticAgent(ElasticAgent):
             spec = evolve(spec, **changes)  # type: ignore[arg-type]
         self._spec = spec
         self._clock = clock
+        self._publish = publish.Publisher(spec.metrics)
         self._membership = Membership(
             spec.rdzv_handler,
             master_addr=spec.master_addr,
@@ -569,8 +570,8 @@ class SimpleElasticAgent(ElasticAgent):
             global_rank = self._state.group_rank * self._spec.local_world_size + stall.rank
             cause = self._obs.culprit(stall, global_rank)
             log.warning("worker %s", describe_stall(stall, global_rank, cause))
-            publish.failure(publish.HANG)
-            publish.workers(UNHEALTHY=1, HEALTHY=self._spec.local_world_size - 1)
+            self._publish.failure(publish.HANG)
+            self._publish.workers(UNHEALTHY=1, HEALTHY=self._spec.local_world_size - 1)
             return core.WorkerStuck(
                 now=now, local_rank=stall.rank, idle_for=stall.idle_for, cause=cause
             )
@@ -658,7 +659,7 @@ class SimpleElasticAgent(ElasticAgent):
         if not result.is_failed():
             values = {rank * size + lr: v for lr, v in result.return_values.items()}
             self._record.return_values = values
-            publish.workers(SUCCEEDED=size)
+            self._publish.workers(SUCCEEDED=size)
             return composed.WorkersExited(now=now)
         from tpelastic.adapters.agent import report
 
@@ -678,7 +679,7 @@ class SimpleElasticAgent(ElasticAgent):
             reasons=timed_out,
             wall_now=self._clock.wall(),
         )
-        publish.failed(failures, timed_out=set(timed_out), local_world_size=size)
+        self._publish.failed(failures, timed_out=set(timed_out), local_world_size=size)
         for failure in failures:
             log.warning("worker rank %d failed: %s", failure.global_rank, failure.reason)
         return composed.WorkersExited(now=now, failures=failures)

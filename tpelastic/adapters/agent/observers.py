@@ -127,13 +127,24 @@ class Observers:
             try:
                 status = self.job_view if self._status is not None else None
                 self._health = HealthServer(
-                    self.snapshot, port=port, host=host, metrics=routed_metrics, status=status
+                    self.snapshot, port=port, host=host, metrics=self.routed_metrics, status=status
                 )
             except OSError as error:
                 raise OSError(
                     f"health endpoint: cannot listen on {host}:{port}: {error.strerror}"
                 ) from None
             log.info("health endpoint at %s", self._health.url)
+
+    def routed_metrics(self) -> tuple[str, bytes] | None:
+        """The Prometheus text of the handler group ``tpelastic`` is routed to, if it has one
+        (by the run's router, ``WorkerSpec.metrics``, else the process's routing)."""
+        metrics = sys.modules.get("tpelastic.adapters.sinks.metrics")
+        if metrics is None:  # never imported: nothing routes metrics anywhere
+            return None
+        router = self._spec.metrics or metrics.process_router()
+        handler = router.handler_for(metrics.DEFAULT_GROUP)
+        exposition = getattr(handler, "exposition", None)
+        return None if exposition is None else exposition()
 
     def _start_status(self) -> None:
         # Dynamic backends only: their store is the job's, and every member can reach it.
@@ -366,9 +377,10 @@ class Observers:
             stall = self._watch.read(read, now, live)
             samples = self._watch.samples()
         first = self._state().group_rank * self._spec.local_world_size
+        published = publish.Publisher(self._spec.metrics)
         for rank, sample in samples.items():
             if sample is not None and sample.counter > 0:
-                publish.rank_progress(first + rank, sample.counter, sample.step_seconds)
+                published.rank_progress(first + rank, sample.counter, sample.step_seconds)
         self._check_stragglers(first, samples)
         return stall
 
@@ -384,7 +396,7 @@ class Observers:
         factor = float(os.environ.get(STRAGGLER_FACTOR_ENV) or STRAGGLER_FACTOR)
         entries = [{"rank": first + r, "step_time_s": t} for r, t in timed.items()]
         slow = stragglers(entries, factor)
-        publish.stragglers(len(slow))
+        publish.Publisher(self._spec.metrics).stragglers(len(slow))
         for entry in slow:
             if entry["rank"] not in self._straggling:
                 self._straggling.add(entry["rank"])
@@ -532,18 +544,6 @@ class Observers:
 
         for rank, path in self._progress_files.items():
             self._watch.observe(rank, read_progress(path), now)
-
-
-def routed_metrics() -> tuple[str, bytes] | None:
-    """The Prometheus text of the handler group ``tpelastic`` is routed to, if it has one."""
-    import sys
-
-    metrics = sys.modules.get("tpelastic.adapters.sinks.metrics")
-    if metrics is None:  # never imported: nothing routes metrics anywhere
-        return None
-    handler = metrics.DEFAULT_ROUTER.handler_for(metrics.DEFAULT_GROUP)
-    exposition = getattr(handler, "exposition", None)
-    return None if exposition is None else exposition()
 
 
 def describe_stall(stall: Any, global_rank: int, cause: str = "") -> str:

@@ -64,7 +64,7 @@ class WorkerSpec:
         stall_first_step_timeout: the same before a worker's first step (startup, loading);
             None means ``max(stall_timeout, 60)``.
         health_port: serve ``GET /health`` (JSON) at this port; None is off. ``/metrics`` is
-            served there too when the process routes group ``tpelastic`` to a Prometheus handler.
+            served there too when group ``tpelastic`` is routed to a Prometheus handler.
         health_host: the address the health endpoint binds (loopback unless you mean to
             expose it; ``0.0.0.0`` is every address).
         local_ranks_filter: only these local ranks' output reaches the console; None is all.
@@ -73,6 +73,8 @@ class WorkerSpec:
         warm_workers: start command workers of a Python script or module from pre-started
             interpreters that have already imported tensorplay (``workers/warm.py``); False
             (or ``TPELASTIC_WARM_WORKERS=0``) starts every worker afresh.
+        metrics: the ``MetricsRouter`` the agent publishes its metrics to (the launcher builds
+            one per run); None: the process's routing of torch's ``metrics.configure``.
     """
 
     __repr__ = value_repr
@@ -115,6 +117,7 @@ class WorkerSpec:
     local_ranks_filter: frozenset[int] | None = field(default=None, kw_only=True)
     signals_to_handle: str = field(default="SIGTERM,SIGINT,SIGHUP,SIGQUIT", kw_only=True)
     warm_workers: bool = field(default=True, kw_only=True)
+    metrics: Any = field(default=None, kw_only=True, eq=False)
 
     @property
     def events(self) -> str:

@@ -199,9 +199,11 @@ def worker_spec(
     entrypoint: str | Callable[..., Any],
     args: Sequence[Any],
     registry: HandlerRegistry | None = None,
+    *,
+    metrics: Any = None,
 ) -> WorkerSpec:
     """The agent's WorkerSpec for ``config`` (builds the rendezvous handler from ``registry``:
-    see :func:`create_rendezvous_handler`)."""
+    see :func:`create_rendezvous_handler`); ``metrics``: the run's ``MetricsRouter``, if any."""
     # A plugin's LogsSpecs keeps its settings to itself: the agent hands it over whole.
     logs: Any = config
     if config.logs_specs is not None and type(config.logs_specs) is LogsSpecs:
@@ -238,6 +240,7 @@ def worker_spec(
         signals_to_handle=config.signals_to_handle,
         close_timeout=shutdown_grace(config),
         warm_workers=config.warm_workers,
+        metrics=metrics,
     )
 
 
@@ -307,21 +310,23 @@ def run_agent(
         config = evolve(config, health_host=config.metrics_host, health_port=config.metrics_port)
     if config.health_port is not None:
         require_free_port("--health-port", config.health_host, config.health_port)
-    agent = LocalElasticAgent(
-        worker_spec(config, entrypoint, args, registry),
-        logs_specs=config.logs_specs,
-        log_line_prefix_template=config.log_line_prefix_template,
-    )
-    agent.on_outcome = on_outcome
-    if config.metrics_port is None:
+    prometheus = _prometheus(config, shared) if config.metrics_port is not None else None
+    try:
+        agent = LocalElasticAgent(
+            worker_spec(config, entrypoint, args, registry, metrics=_run_router(prometheus)),
+            logs_specs=config.logs_specs,
+            log_line_prefix_template=config.log_line_prefix_template,
+        )
+        agent.on_outcome = on_outcome
         return agent.run(config.role)
-    return _with_prometheus(config, shared, lambda: agent.run(config.role))
+    finally:
+        if prometheus is not None:
+            prometheus.close()
 
 
-def _with_prometheus(config: LaunchConfig, shared: bool, run: Callable[[], RunResult]) -> RunResult:
-    # The agent's metrics (group "tpelastic") go to a Prometheus handler for the run only;
-    # with a shared endpoint the agent's health server serves them.
-    from tpelastic.adapters.sinks.metrics import DEFAULT_GROUP, DEFAULT_ROUTER
+def _prometheus(config: LaunchConfig, shared: bool) -> Any:
+    """The run's Prometheus handler for ``--metrics-port`` (with a shared endpoint the agent's
+    health server serves it)."""
     from tpelastic.adapters.sinks.prometheus import PrometheusMetricHandler
 
     host, port = config.metrics_host, config.metrics_port
@@ -338,16 +343,17 @@ def _with_prometheus(config: LaunchConfig, shared: bool, run: Callable[[], RunRe
         raise ConfigError(f"--metrics-port: cannot listen on {host}:{port}: {error}") from None
     if not shared:
         log.info("metrics for Prometheus at %s", handler.url)
-    previous = DEFAULT_ROUTER.routed(DEFAULT_GROUP)
-    DEFAULT_ROUTER.configure(handler, DEFAULT_GROUP)
-    try:
-        return run()
-    finally:
-        if previous is None:
-            DEFAULT_ROUTER.unroute(DEFAULT_GROUP)
-        else:
-            DEFAULT_ROUTER.configure(previous, DEFAULT_GROUP)
-        handler.close()
+    return handler
+
+
+def _run_router(prometheus: Any) -> Any:
+    """This run's metrics router: the agent's metrics (group ``tpelastic``) to the Prometheus
+    handler, every other group to the process's routing; None without a handler."""
+    if prometheus is None:
+        return None
+    from tpelastic.adapters.sinks.metrics import run_router
+
+    return run_router(prometheus)
 
 
 def launch_agent(

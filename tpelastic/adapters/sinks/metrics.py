@@ -1,9 +1,11 @@
-"""Metrics: values, handlers, the process-wide routing of groups to handlers, ``prof``.
+"""Metrics: values, handlers, routers of groups to handlers, ``prof``.
 
-``put_metric`` and ``prof`` are called from deep inside training code and from the agent, where
-no handler can be passed down, so routing is held by one :class:`MetricsRouter` per process
-(:data:`DEFAULT_ROUTER`). It is the only process-wide state here; tests and the agent may build
-their own router and pass it explicitly instead.
+The agent publishes to the :class:`MetricsRouter` it is given (``WorkerSpec.metrics``; the
+launcher builds one per run with :func:`run_router`). torch's module-level functions
+(``configure``, ``put_metric``, ``prof``, ``getStream``) are called from deep inside training
+code, where no router can be passed down: as in torch, they route through the process's router
+(:func:`process_router`), which only they, and a run router's groups without a handler of
+their own, use.
 
 Metric names the agent publishes are listed in :class:`AgentMetric` and docs/observability.md.
 """
@@ -173,12 +175,33 @@ class MetricsRouter:
         self.handler_for(group).emit(data)
 
 
-DEFAULT_ROUTER = MetricsRouter()
+_PROCESS = MetricsRouter()
+
+
+def process_router() -> MetricsRouter:
+    """The router of torch's module-level functions (``configure``, ``put_metric``, ...)."""
+    return _PROCESS
+
+
+class ProcessRouting:
+    """A handler that sends each metric where the process's router routes its group."""
+
+    def emit(self, metric_data: MetricData) -> None:
+        _PROCESS.handler_for(metric_data.group_name).emit(metric_data)
+
+
+def run_router(handler: MetricHandler | None = None, group: str = DEFAULT_GROUP) -> MetricsRouter:
+    """A router for one run: ``group`` to ``handler`` (when given), every other group where the
+    process's router sends it (torch's ``configure`` and ``initialize_metrics`` still apply)."""
+    router = MetricsRouter(default=ProcessRouting())
+    if handler is not None:
+        router.configure(handler, group)
+    return router
 
 
 def configure(handler: MetricHandler, group: str | None = None) -> None:
     """Route metrics of ``group`` (all unrouted groups if None) to ``handler``, process-wide."""
-    DEFAULT_ROUTER.configure(handler, group)
+    _PROCESS.configure(handler, group)
 
 
 def initialize_metrics(
@@ -186,7 +209,7 @@ def initialize_metrics(
 ) -> None:
     """Apply ``cfg`` (None: every group to ``null``) to ``router`` (the process-wide one)."""
     config = cfg if cfg is not None else MetricsConfig()
-    target = router or DEFAULT_ROUTER
+    target = router or _PROCESS
     target.configure(_SIMPLE_HANDLERS[config.default]())
     for group, name in config.groups.items():
         target.configure(_SIMPLE_HANDLERS[name](), group)
@@ -198,12 +221,12 @@ def put_metric(metric_name: str, metric_value: float, metric_group: str = DEFAUL
     Raises:
         TypeError / ValueError: if ``metric_value`` is not a number.
     """
-    DEFAULT_ROUTER.put(metric_name, metric_value, metric_group)
+    _PROCESS.put(metric_name, metric_value, metric_group)
 
 
 def publish_metric(metric_group: str, metric_name: str, metric_value: float) -> None:
     """torch's older spelling of :func:`put_metric`, group first."""
-    DEFAULT_ROUTER.put(metric_name, metric_value, metric_group)
+    _PROCESS.put(metric_name, metric_value, metric_group)
 
 
 class MetricStream:
@@ -221,7 +244,7 @@ class MetricStream:
 
 def getStream(group: str) -> MetricStream:
     """The stream of ``group`` with the handler the process-wide routing gives it now."""
-    return MetricStream(group, DEFAULT_ROUTER.handler_for(group))
+    return MetricStream(group, _PROCESS.handler_for(group))
 
 
 def get_elapsed_time_ms(start_time_in_seconds: float) -> float:
