@@ -11,9 +11,10 @@ import pytest
 from attrs import evolve
 
 from tpelastic.core import agent as ag
+from tpelastic.core import membership as mb
 from tpelastic.core.agent import table as agent_table
 from tpelastic.core.agent.states import AgentConfig, AgentState
-from tpelastic.core.node import node_step
+from tpelastic.core.node import NodeConfig, NodeState, NodeStep, node_step
 from tpelastic.core.rendezvous import join, reading
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.replies import StatusRead
@@ -26,13 +27,21 @@ from tpelastic.core.sim.explore import (
     formed_prefix,
     replay,
 )
+from tpelastic.core.sim.explore_events import apply, enabled
 from tpelastic.core.sim.explore_liveness import (
     calm,
     continue_fairly,
     explore_liveness,
     replay_stall,
 )
-from tpelastic.core.sim.explore_model import Phase, StoreState
+from tpelastic.core.sim.explore_model import (
+    CoreFn,
+    Label,
+    Phase,
+    StoreState,
+    World,
+    check_invariants,
+)
 from tpelastic.core.table import Row, build_table
 
 
@@ -216,3 +225,61 @@ def test_S5_a_member_that_never_rejoins_is_reported_as_a_hang(
     assert "training@r0/3" in stall.detail  # the survivors train on in a world that ended
     end = replay_stall(bounds, stall)
     assert any(n.phase is Phase.UP for n in end.nodes)  # the replay ends where it hung
+
+
+# The explorer's schedule of the network-fault property's split brain: n1 is cut off from the
+# store (which serves n0 and n2) as its workers fail; its in-place open waits in the handler.
+_SCHEDULED = frozenset({"start", "deliver", "wake", "expire", "lost", "send", "timer", "barrier"})
+CUT_AND_FAIL = Bounds(ticks=12, cuts=1, failures=1, crashes=0, restart_in_place=True)
+
+
+def _run(world: World, bounds: Bounds, core: CoreFn, labels: list[Label]) -> World:
+    for label in labels:
+        world = apply(world, label, bounds, join.step, core)
+        check_invariants(world, bounds.config())
+    return world
+
+
+def _one_tick(world: World, bounds: Bounds, core: CoreFn) -> World:
+    """Every pending step, one look per member, every step again, then time moves."""
+    for looks in (False, True, False):
+        for _ in range(200):
+            kinds = {"look"} if looks else _SCHEDULED
+            moves = [e for e in enabled(world, bounds) if e[0] in kinds]
+            if not moves:
+                break
+            world = _run(world, bounds, core, moves[:1] if not looks else moves)
+            if looks:
+                break
+    return _run(world, bounds, core, [("tick", "")])
+
+
+def _cut_while_opening(core: CoreFn) -> World:
+    bounds = CUT_AND_FAIL
+    world = replay(bounds, formed_prefix(bounds))
+    world = _run(world, bounds, core, [("cut", "n1"), ("fail", "n1")])
+    assert world.nodes[1].outbox is not None  # the open waits for the store
+    for _ in range(10):  # the peers find n1 dead and form round 1 without it
+        world = _one_tick(world, bounds, core)
+        if all(n.training and n.agent.round == 1 for n in (world.nodes[0], world.nodes[2])):
+            break
+    else:
+        raise AssertionError("round 1 never formed without the cut-off node")
+    world = _run(world, bounds, core, [("reconnect", "n1"), ("send", "n1")])
+    return world
+
+
+def _trusting_core(state: NodeState, observation: object, config: NodeConfig) -> NodeStep:
+    """Test-only broken core: an open's landing starts the attempt whatever the keep-alive
+    (the start decided when the failure asked for it)."""
+    if isinstance(observation, mb.OpenLanded):
+        observation = evolve(observation, last_beat=observation.now)
+    return node_step(state, observation, config)
+
+
+def test_R7_an_open_that_waited_out_a_cut_never_trains_beside_the_next_round() -> None:
+    world = _cut_while_opening(node_step)
+    cut = world.nodes[1]
+    assert cut.agent.phase is ag.AgentPhase.FENCED and not cut.training
+    with pytest.raises(Violation, match="R7: rounds \\[0, 1\\] train side by side"):
+        _cut_while_opening(_trusting_core)

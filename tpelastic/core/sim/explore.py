@@ -3,13 +3,14 @@
 For a small configuration (say 3 nodes, min 2) the explorer enumerates every order in which the
 nodes' store batches land, waits wake or expire, members look, time ticks, and a bounded number
 of faults happen: crashes, graceful leaves, worker failures and successes, pauses of a node (its
-timers fire late, its clock jumps), pauses of the store, the death of the store-hosting node,
-and late heartbeats. Every node steps the product's core: the composed ``node_step`` (agent
-table, restart budget, membership machine) and the join machine (``step``), or any functions
-with their signatures (a deliberately broken table in a test). Every reachable state is
-checked against the safety invariants R1, R3-R7, R16 and R17 of ``specs/rendezvous_join.md``
-(R2, and S6 of ``specs/simulation.md``, on every transition); states are deduplicated by a
-canonical hashable form. :mod:`tpelastic.core.sim.explore_liveness` adds the liveness check.
+timers fire late, its clock jumps), pauses of the store, one node cut off from the store while
+it serves the others, the death of the store-hosting node, and late heartbeats. Every node steps
+the product's core: the composed ``node_step`` (agent table, restart budget, membership machine)
+and the join machine (``step``), or any functions with their signatures (a deliberately broken
+table in a test). Every reachable state is checked against the safety invariants R1, R3-R7, R16
+and R17 of ``specs/rendezvous_join.md`` (R2, and S6 of ``specs/simulation.md``, on every
+transition); states are deduplicated by a canonical hashable form.
+:mod:`tpelastic.core.sim.explore_liveness` adds the liveness check.
 
 The abstraction: a store batch is atomic and lands when the explorer delivers it (any order
 across nodes, in order per node); time moves in steps of ``heartbeat_interval`` (``tick``): each
@@ -68,6 +69,7 @@ FAULT_BOUNDS: dict[str, Bounds] = {
         ticks=1, host_deaths=1, store_host=True, crashes=0, failures=0
     ),
     "late heartbeat": Bounds(ticks=1, delays=1, crashes=0, failures=0),
+    "one node cut off from the store": Bounds(ticks=1, cuts=1, crashes=0, failures=0),
     "workers succeed": Bounds(ticks=1, finishes=1, crashes=0, failures=0),
 }
 SLOW_FAULT_BOUNDS: dict[str, Bounds] = {
@@ -88,6 +90,10 @@ SLOW_FAULT_BOUNDS: dict[str, Bounds] = {
     "pause, then a crash": Bounds(ticks=3, pauses=1, crashes=1, failures=0),
     "store pause, then a worker failure": Bounds(
         ticks=2, store_pauses=1, failures=1, crashes=0, restart_in_place=True
+    ),
+    "one node cut off from the store": Bounds(ticks=3, cuts=1, crashes=0, failures=0),
+    "a cut-off node's worker failure, restarted in place": Bounds(
+        ticks=2, cuts=1, failures=1, crashes=0, restart_in_place=True
     ),
 }
 

@@ -77,9 +77,9 @@ SIGTERM = 15  # a graceful leave (the core imports no signal module)
 _READS_KEEP_ALIVE = frozenset({ag.AgentPhase.RUNNING, ag.AgentPhase.FENCED})
 # Faults (bounded by ``Bounds``) and the events that end them.
 FAULTS = frozenset(
-    {"crash", "leave", "fail", "finish", "pause", "delay", "store_pause", "host_death"}
+    {"crash", "leave", "fail", "finish", "pause", "delay", "cut", "store_pause", "host_death"}
 )
-ENDS_OF_FAULTS = frozenset({"resume", "store_resume"})
+ENDS_OF_FAULTS = frozenset({"resume", "reconnect", "store_resume"})
 _BOUND = {
     "crash": "crashes",
     "leave": "leaves",
@@ -87,6 +87,7 @@ _BOUND = {
     "finish": "finishes",
     "pause": "pauses",
     "delay": "delays",
+    "cut": "cuts",
     "store_pause": "store_pauses",
     "host_death": "host_deaths",
 }
@@ -137,8 +138,13 @@ def _node_events(node: Node, world: World, left: Callable[[str], bool]) -> Itera
         yield ("pause", name)
     if left("delay") and not node.delayed:
         yield ("delay", name)
+    if node.cut:
+        yield ("reconnect", name)
+    elif left("cut"):
+        yield ("cut", name)
     store = world.store_state
-    up, gone = store is StoreState.UP, store is StoreState.GONE
+    # A node cut off from the store sees it as paused: its calls wait, its beats do not land.
+    up, gone = store is StoreState.UP and not node.cut, store is StoreState.GONE
     pending = node.pending
     if node.outbox is not None:
         if up or gone:
@@ -326,7 +332,7 @@ class _Ctx:
         """A handler's store write: done now (None), or returned to wait for the store."""
         if not ops:
             return None
-        if self.store_state is StoreState.UP:
+        if self.store_state is StoreState.UP and not self.nodes[i].cut:
             self.land(i, ops)
             return None
         return ops
@@ -607,6 +613,14 @@ def _delay(ctx: _Ctx, i: int) -> None:
     ctx.set(i, delayed=True)
 
 
+def _cut(ctx: _Ctx, i: int) -> None:
+    ctx.set(i, cut=True)
+
+
+def _reconnect(ctx: _Ctx, i: int) -> None:
+    ctx.set(i, cut=False)
+
+
 def _look(ctx: _Ctx, i: int) -> None:
     node = ctx.nodes[i]
     world = node.world
@@ -663,6 +677,8 @@ _EVENTS: dict[str, Callable[[_Ctx, int], None]] = {
     "pause": _pause,
     "resume": _resume,
     "delay": _delay,
+    "cut": _cut,
+    "reconnect": _reconnect,
     "look": _look,
     "host_death": _host_death,
 }
@@ -675,10 +691,11 @@ def _tick(ctx: _Ctx) -> None:
     """Time moves one heartbeat interval: every running node's keep-alive beats (a beat that
     was late lands first), then every running member reads its keep-alive."""
     ctx.now += INTERVAL
-    up = ctx.store_state is StoreState.UP
+    store_up = ctx.store_state is StoreState.UP
     for i, node in enumerate(ctx.nodes):
         if node.phase is not Phase.UP or node.paused:
             continue
+        up = store_up and not node.cut
         beat = KEYS.heartbeat(node.name)
         if node.late_beat is not None and up:
             ctx.run((Add(beat, 1),))

@@ -85,6 +85,7 @@ def calm(bounds: Bounds) -> Bounds:
         store_pauses=0,
         host_deaths=0,
         delays=0,
+        cuts=0,
     )
 
 

@@ -47,8 +47,10 @@ class Bounds:
     node's process stops until it resumes: its timers fire late, its clock jumps; the store
     host's pause stops the store too), ``store_pauses`` (the store stops answering until it
     resumes: its process is stopped, or an outage its clients wait out), ``host_deaths`` (the
-    store-hosting node dies and the store with it, for good) and ``delays`` (one heartbeat of a
-    node lands a tick late). ``ticks`` bounds how often time moves by one heartbeat interval.
+    store-hosting node dies and the store with it, for good), ``delays`` (one heartbeat of a
+    node lands a tick late) and ``cuts`` (one node alone is cut off from the store, which
+    serves the others, until it reconnects: its calls wait, its beats do not land). ``ticks``
+    bounds how often time moves by one heartbeat interval.
     """
 
     nodes: int = 3
@@ -63,6 +65,7 @@ class Bounds:
     store_pauses: int = 0
     host_deaths: int = 0
     delays: int = 0
+    cuts: int = 0
     restart_in_place: bool = False
     max_restarts: int = 1
     store_host: bool = False  # n0's process serves the store (c10d's default)
@@ -145,6 +148,7 @@ class Node:
     ring: LivenessTracker = LivenessTracker()
     last_beat: float = 0.0  # when its last heartbeat landed (or it started)
     paused: bool = False
+    cut: bool = False  # cut off from the store (which serves the others): its calls wait
     delayed: bool = False  # its next heartbeat will land a tick late
     late_beat: float | None = None  # a heartbeat sent then, still on its way
     outage: Outage | None = None
@@ -317,6 +321,7 @@ def node_key(node: Node) -> object:
         tuple(sorted(node.ring.seen.items())),
         node.last_beat,
         node.paused,
+        node.cut,
         node.delayed,
         node.late_beat,
         node.outage,
