@@ -168,6 +168,26 @@ def test_M3_the_keep_alive_lapses_at_timeout_minus_interval(
 
 
 @given(
+    now=st.floats(0, 1e6),
+    age=st.floats(0, 20),
+    silent_age=st.none() | st.floats(0, 20),
+)
+def test_M6_a_silence_that_served_nobody_counts_as_a_landed_beat(
+    now: float, age: float, silent_age: float | None
+) -> None:
+    """A keep-alive read that carries the end of a silence in which the store answered nobody
+    (``silent_until``) is judged from the later of that and the last landed beat: every peer's
+    clock of this node started again there."""
+    config = mb.MemberConfig(heartbeat_timeout=3.0, heartbeat_interval=1.0)
+    silent_until = None if silent_age is None else now - silent_age
+    read = mb.KeepAliveRead(now=now, last_beat=now - age, silent_until=silent_until)
+    since = now - age if silent_until is None else max(now - age, silent_until)
+    lapsed = now - since >= 2.0
+    effects = mb.step(mb.MemberState(), read, config).effects
+    assert [type(e) for e in effects] == ([ag.KeepAliveLapsed] if lapsed else [])
+
+
+@given(
     beats=st.lists(st.tuples(st.floats(0.01, 3), st.booleans()), max_size=30),
     fence_timeout=st.none() | st.floats(1, 20),
 )

@@ -285,3 +285,74 @@ def test_L3_a_garbage_hint_does_not_stop_a_close() -> None:
     )
     assert [type(o) for o in out] == [mm.Closed]
     assert decode_result(store[KEYS.result(2)]).closed
+
+
+def _look_answered_late(
+    state: mm.MemberState, asked: float, answered: float, counter: int
+) -> mm.MemberState:
+    """One look asked at ``asked`` whose replies (the successor's counter ``counter``) come at
+    ``answered``, as when the store held them up."""
+    store = {KEYS.heartbeat("b"): str(counter).encode()}
+    requested = mm.step(state, mm.LookRequested(now=asked), CFG)
+    (ops,) = [e for e in requested.effects if isinstance(e, StoreOps)]
+    done = OpsDone(replies=run_ops(ops.ops, store), now=answered)
+    return mm.step(requested.state, mm.decode(requested.state, done, CFG), CFG).state
+
+
+@given(wait=st.floats(0.0, 20.0), moved=st.integers(-1, 30))
+def test_L9_a_silence_that_served_nobody_restarts_the_nodes_own_clock(
+    wait: float, moved: int
+) -> None:
+    """A look that waited a heartbeat interval or more, and saw the ring successor's counter
+    move at most once and by fewer than the wait's intervals less one, proves the store answered
+    nobody: ``store_silent_until`` is the instant it answered. A successor that beat on meanwhile
+    (the store answered others: this node alone was cut off), a quick look, or no sighting to
+    compare gives no such proof."""
+    first = _look_answered_late(fresh(), 0.0, 0.0, 5)
+    assert first.store_silent_until is None  # nothing to compare with yet
+    state = _look_answered_late(first, 1.0, 1.0 + wait, 5 + moved)
+    proved = (
+        wait >= CFG.heartbeat_interval
+        and 0 <= moved <= 1
+        and moved < wait / CFG.heartbeat_interval - 1
+    )
+    assert state.store_silent_until == (1.0 + wait if proved else None)
+    # A later quick look keeps the proof it had.
+    later = _look_answered_late(state, 2.0 + wait, 2.0 + wait, 6 + moved)
+    assert later.store_silent_until == state.store_silent_until
+
+
+def test_L9_a_paused_store_then_a_cut_off_node() -> None:
+    """The paused store host's case (its successor held still) against a partition that cut off
+    this node alone (its successor beat on, once per interval)."""
+    state = _look_answered_late(fresh(), 0.0, 0.0, 5)
+    paused = _look_answered_late(state, 0.25, 2.75, 6)
+    assert paused.store_silent_until == 2.75
+    cut_off = _look_answered_late(state, 0.25, 2.75, 7)
+    assert cut_off.store_silent_until is None
+
+
+def test_L10_a_store_host_away_two_intervals_starts_its_successors_clock_again() -> None:
+    """A store host's looks answered two heartbeat intervals or more apart (it was paused
+    between them, and held every beat up with it) restart the successor's clock; looks an
+    interval apart judge it dead at the timeout as usual, and so do a non-host's sparse looks
+    (beats landed meanwhile)."""
+    store = {KEYS.heartbeat("b"): b"5"}
+    host = mm.member_state(KEYS, "a", WORLD, hosts_store=True)
+    state, _ = drive(host, mm.LookRequested(now=0.0), store, CFG)
+    state, out = drive(state, mm.LookRequested(now=2.5), store, CFG)  # away 2.5 s
+    state, out = drive(state, mm.LookRequested(now=3.5), store, CFG)
+    assert looked(out).next_opened is None  # 3.5 s still, but timed from 2.5 s only
+    for now in (4.5, 5.4):
+        state, out = drive(state, mm.LookRequested(now=now), store, CFG)
+        assert looked(out).next_opened is None
+    state, out = drive(state, mm.LookRequested(now=5.5), store, CFG)
+    assert looked(out).next_opened == "membership"  # 3 s of looks an interval apart
+    for start, times in ((host, (1.0, 2.0, 2.9)), (fresh(), (2.5, 2.9))):
+        still = {KEYS.heartbeat("b"): b"5"}
+        steady, _ = drive(start, mm.LookRequested(now=0.0), still, CFG)
+        for now in times:
+            steady, out = drive(steady, mm.LookRequested(now=now), still, CFG)
+            assert looked(out).next_opened is None
+        steady, out = drive(steady, mm.LookRequested(now=3.0), still, CFG)
+        assert looked(out).next_opened == "membership"

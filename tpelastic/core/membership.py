@@ -15,7 +15,9 @@ It decides
   stopped already, and the store client has waited the outage out);
 * when the node's own keep-alive has lapsed, so it must fence itself: the last heartbeat that
   landed is ``heartbeat_timeout - heartbeat_interval`` old (a peer may find it dead one interval
-  later), unless the node hosts the store (its lapse is the store's too: see ``lapsed``);
+  later), unless the node hosts the store (its lapse is the store's too: see ``lapsed``); a
+  silence in which a look proved the store answered nobody counts as a beat at its end, since
+  every peer's clock of this node started again there (``keep_alive_since``);
 * whether the node's own open of an in-place attempt, once it landed, starts the attempt's
   workers: only if its keep-alive held (the open may have waited out an outage in which peers
   found it dead); otherwise it is a lapse like any other;
@@ -112,7 +114,9 @@ class LookFailed:
 @frozen(kw_only=True)
 class KeepAliveRead:
     """This node's keep-alive: ``last_beat`` is when its last heartbeat landed (or, before the
-    first, when it started), on this node's clock."""
+    first, when it started), on this node's clock; ``silent_until`` the last instant a look
+    proved the store answered nobody until (None: never), when its peers' clocks of this node
+    started again."""
 
     __repr__ = value_repr
     __eq__ = value_eq
@@ -120,12 +124,14 @@ class KeepAliveRead:
 
     now: Instant
     last_beat: Instant
+    silent_until: Instant | None = None
 
 
 @frozen(kw_only=True)
 class OpenLanded:
     """This node's own open of in-place ``attempt`` of round ``round`` landed in the store; its
-    keep-alive then is as in :class:`KeepAliveRead` (``last_beat``, on this node's clock). The
+    keep-alive then is as in :class:`KeepAliveRead` (``last_beat`` and ``silent_until``, on this
+    node's clock). The
     open may have waited out an outage longer than the heartbeat timeout: peers may have found
     this node dead meanwhile, so the attempt's workers start only if the keep-alive held."""
 
@@ -137,6 +143,7 @@ class OpenLanded:
     round: int = field(validator=validators.ge(0))
     attempt: int = field(validator=validators.ge(1))
     last_beat: Instant
+    silent_until: Instant | None = None
 
 
 @frozen(kw_only=True)
@@ -160,12 +167,25 @@ _OUTCOMES = ("succeeded", "failed")
 # -- the arithmetic ------------------------------------------------------------------------------
 
 
+def keep_alive_since(last_beat: Instant, silent_until: Instant | None) -> Instant:
+    """Since when peers may be timing this node's keep-alive: its last landed heartbeat, or,
+    when later, the end of a silence in which the store answered nobody (a peer's look that
+    waited that long starts its clock of this node again)."""
+    return last_beat if silent_until is None else max(last_beat, silent_until)
+
+
 def keep_alive_lapsed(
-    now: Instant, last_beat: Instant, heartbeat_timeout: Duration, heartbeat_interval: Duration
+    now: Instant,
+    last_beat: Instant,
+    heartbeat_timeout: Duration,
+    heartbeat_interval: Duration,
+    silent_until: Instant | None = None,
 ) -> bool:
-    """Has this node's keep-alive lapsed: its last landed heartbeat ``heartbeat_timeout -
+    """Has this node's keep-alive lapsed: its last landed heartbeat (or the end of a silence
+    that served nobody, see :func:`keep_alive_since`) ``heartbeat_timeout -
     heartbeat_interval`` old or older (a peer may find it dead within one more interval)?"""
-    return now - last_beat >= heartbeat_timeout - heartbeat_interval
+    since = keep_alive_since(last_beat, silent_until)
+    return now - since >= heartbeat_timeout - heartbeat_interval
 
 
 # -- guards ------------------------------------------------------------------------------------
@@ -214,7 +234,7 @@ def lapsed(state: MemberState, event: KeepAliveRead | OpenLanded, config: Member
     timeout, interval = config.heartbeat_timeout, config.heartbeat_interval
     if timeout is None or interval is None or config.hosts_store:
         return False
-    return keep_alive_lapsed(event.now, event.last_beat, timeout, interval)
+    return keep_alive_lapsed(event.now, event.last_beat, timeout, interval, event.silent_until)
 
 
 def still_lapsed(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> bool:
@@ -293,7 +313,7 @@ def report_lost(state: MemberState, event: LookFailed, config: MemberConfig) -> 
 def report_lapse(
     state: MemberState, event: KeepAliveRead | OpenLanded, config: MemberConfig
 ) -> Out:
-    age = event.now - event.last_beat
+    age = event.now - keep_alive_since(event.last_beat, event.silent_until)
     reason = f"no heartbeat landed for {age:.1f}s"
     fenced = evolve(state, fenced_at=event.now)
     return fenced, (ag.KeepAliveLapsed(now=event.now, reason=reason),)
@@ -305,7 +325,7 @@ def report_restored(state: MemberState, event: KeepAliveRead, config: MemberConf
 
 
 def report_fence_over(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> Out:
-    age = event.now - event.last_beat
+    age = event.now - keep_alive_since(event.last_beat, event.silent_until)
     reason = (
         f"fenced: no heartbeat of this node landed for {age:.1f}s, past the join timeout "
         f"({config.fence_timeout:g}s)"
@@ -478,5 +498,6 @@ __all__ = [
     "OpenLanded",
     "keep_alive_holds",
     "keep_alive_lapsed",
+    "keep_alive_since",
     "step",
 ]

@@ -142,7 +142,8 @@ class Agent:
             if self.member.phase is not mb.MemberPhase.FENCED:
                 return None
             last_beat = now
-        read = mb.KeepAliveRead(now=now, last_beat=last_beat)
+        silent_until = self.membership.store_silent_until()
+        read = mb.KeepAliveRead(now=now, last_beat=last_beat, silent_until=silent_until)
         done = mb.step(self.member, read, self.member_config)
         self.member = done.state
         for effect in done.effects:

@@ -138,6 +138,7 @@ class InPlaceEffects:
             round=effect.round,
             attempt=effect.attempt,
             last_beat=now if last_beat is None else last_beat,  # no keep-alive: none lapses
+            silent_until=self._membership.store_silent_until(),
         )
         self._inbox.put(landed)
 

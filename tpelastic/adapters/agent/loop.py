@@ -580,7 +580,7 @@ class SimpleElasticAgent(ElasticAgent):
             return ip.RestartTimePassed(now=now)
         last_beat = self._membership.last_beat()
         if last_beat is not None:
-            lapsed = self._member_step(members.KeepAliveRead(now=now, last_beat=last_beat))
+            lapsed = self._member_step(self._keep_alive_read(now, last_beat))
             if lapsed is not None:
                 return lapsed
         if now < self._next_look:
@@ -612,7 +612,11 @@ class SimpleElasticAgent(ElasticAgent):
         last_beat = self._membership.last_beat()
         if last_beat is None:  # no keep-alive to wait for: it cannot stay lapsed
             last_beat = now
-        return self._member_step(members.KeepAliveRead(now=now, last_beat=last_beat))
+        return self._member_step(self._keep_alive_read(now, last_beat))
+
+    def _keep_alive_read(self, now: float, last_beat: float) -> members.KeepAliveRead:
+        silent_until = self._membership.store_silent_until()
+        return members.KeepAliveRead(now=now, last_beat=last_beat, silent_until=silent_until)
 
     def _read_barrier(self, now: float) -> Any | None:
         """At the exit barrier: a look (a close or a newer round ends the wait), else how many

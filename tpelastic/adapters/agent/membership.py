@@ -351,6 +351,15 @@ class Membership:
             return float("-inf")
         return None
 
+    def store_silent_until(self) -> float | None:
+        """The last instant a look proved the store answered nobody until (monotonic), None
+        when none did or the handler cannot tell."""
+        read = getattr(self.handler, "store_silent_until", None)
+        if callable(read):
+            until = read()
+            return None if until is None else float(until)
+        return None
+
     def open_next_round(self, reason: str) -> None:
         """Open the next round so waiting nodes can join (round-aware handlers only)."""
         opener = getattr(self.handler, "open_next_round", None)

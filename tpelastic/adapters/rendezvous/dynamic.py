@@ -173,7 +173,9 @@ class DynamicRendezvousHandler(RendezvousHandler):
         self._joined: JoinSucceeded | None = None
         # The member machine's view of our round (its looks, the ring successor's sightings,
         # what looks saw present); a fresh one after every completed join.
-        self._member = member.member_state(self._keys, self.node_id)
+        self._member = member.member_state(
+            self._keys, self.node_id, hosts_store=self.store_host is not None
+        )
         self._closed = False
         self._shut_down: bool | None = None  # None: running; else shutdown()'s answer
         self._wait_any = supports_wait_any(store)
@@ -309,7 +311,9 @@ class DynamicRendezvousHandler(RendezvousHandler):
             record_step=self.record_join_step,
         )
         self._joined = joined
-        self._member = member.member_state(self._keys, self.node_id, joined.result)
+        self._member = member.member_state(
+            self._keys, self.node_id, joined.result, hosts_store=self.store_host is not None
+        )
         self._attempt = 0
         return self._info(joined)
 
@@ -428,7 +432,8 @@ class DynamicRendezvousHandler(RendezvousHandler):
         since = self.keep_alive_last_beat()
         if since is None:
             return True
-        read = KeepAliveRead(now=self._clock.now(), last_beat=since)
+        now, silent = self._clock.now(), self.store_silent_until()
+        read = KeepAliveRead(now=now, last_beat=since, silent_until=silent)
         return keep_alive_holds(read, self.member_config())
 
     def member_config(self) -> MemberConfig:
@@ -441,6 +446,12 @@ class DynamicRendezvousHandler(RendezvousHandler):
             hosts_store=self.store_host is not None,
             fence_timeout=config.join_timeout or None,
         )
+
+    def store_silent_until(self) -> float | None:
+        """The last instant (on the handler's clock) a look proved the store answered nobody
+        until, None if none did since this node's last join: the membership core counts it as
+        a landed beat (peers' clocks of this node started again there)."""
+        return self._member.store_silent_until
 
     def keep_alive_last_beat(self) -> float | None:
         """When this node's last heartbeat landed (on the handler's clock; the keep-alive's

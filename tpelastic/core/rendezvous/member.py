@@ -87,6 +87,11 @@ class MemberState:
     closed: bool = False  # a look saw the close, or this node closed
     successor: str | None = None  # judged by the look that is out
     asked_at: Instant | None = None  # when the look that is out was asked
+    # The last instant a look proved the store answered nobody until (see ``served_nobody``):
+    # this node's own keep-alive clock restarts there, as its peers' clocks of it do.
+    store_silent_until: Instant | None = None
+    answered_at: Instant | None = None  # when the last look that judged a successor was answered
+    hosts_store: bool = False  # the store's server runs in this node's process
     seen: RoundWatch | None = None  # what the look saw, while its report is out
     # Closing: the outcome to write, the first round probed and the one probed now.
     close: tuple[str, str] | None = None
@@ -94,9 +99,12 @@ class MemberState:
     probing: int = 0
 
 
-def member_state(keys: RunKeys, node: str, result: RoundResult | None = None) -> MemberState:
-    """A member of ``result`` (None: no round completed yet) that has not looked yet."""
-    return MemberState(keys=keys, node=node, result=result)
+def member_state(
+    keys: RunKeys, node: str, result: RoundResult | None = None, hosts_store: bool = False
+) -> MemberState:
+    """A member of ``result`` (None: no round completed yet) that has not looked yet;
+    ``hosts_store``: the store's server runs in its process."""
+    return MemberState(keys=keys, node=node, result=result, hosts_store=hosts_store)
 
 
 def carried_attempt(state: MemberState, running: int) -> int:
@@ -474,11 +482,43 @@ def store_was_silent(state: MemberState, event: LookRead, config: RendezvousConf
     return asked is not None and event.now - asked >= config.heartbeat_interval
 
 
+def served_nobody(state: MemberState, event: LookRead, config: RendezvousConfig) -> bool:
+    """Did a silent look (see :func:`store_was_silent`) find that the store answered nobody
+    meanwhile? The ring successor, answered, would have beaten about once per interval of the
+    wait; its counter moved at most once (a beat the store held up), and by fewer than the
+    wait's intervals less one. Then no peer could time this node either: the store was paused,
+    not cut off from this node alone. Without a sighting to compare (no successor, a new one,
+    leases) nothing is proved."""
+    asked, successor = state.asked_at, state.successor
+    if asked is None or successor is None or config.leased_liveness:
+        return False
+    if not store_was_silent(state, event, config):
+        return False
+    before = state.liveness.seen.get(successor)
+    if before is None:
+        return False
+    moved = event.beat - before.counter
+    intervals = (event.now - asked) / config.heartbeat_interval
+    return 0 <= moved <= 1 and moved < intervals - 1
+
+
+def observer_was_away(state: MemberState, event: LookRead, config: RendezvousConfig) -> bool:
+    """Does this node host the store, and was this look answered two heartbeat intervals or
+    more after its last one? Its process was paused or starved between looks (they come every
+    interval at most), the store with it, so no beat could land meanwhile: the time says
+    nothing about the successor. (Away without the store, beats land as usual.)"""
+    last = state.answered_at
+    away = last is not None and event.now - last >= 2 * config.heartbeat_interval
+    return state.hosts_store and away
+
+
 def _sighted(state: MemberState, event: LookRead, config: RendezvousConfig) -> LivenessTracker:
     """The tracker with this look's sighting of the successor; its clock starts again after a
-    silent store (a store host paused for seconds is not dead, nor are the beats it held up)."""
+    silent store (a store host paused for seconds is not dead, nor are the beats it held up)
+    and after this node was away (a paused store host's own looks)."""
     assert state.successor is not None
-    tracker = LivenessTracker() if store_was_silent(state, event, config) else state.liveness
+    blind = store_was_silent(state, event, config) or observer_was_away(state, event, config)
+    tracker = LivenessTracker() if blind else state.liveness
     return tracker.observe(state.successor, event.beat, event.now)
 
 
@@ -509,7 +549,13 @@ def answer(state: MemberState, event: LookRead, config: RendezvousConfig) -> Out
     liveness = state.liveness
     if state.successor is not None and not config.leased_liveness:
         liveness = _sighted(state, event, config)
-    new = evolve(_after_look(state, event.watch), liveness=liveness)
+    silent_until = event.now if served_nobody(state, event, config) else state.store_silent_until
+    new = evolve(
+        _after_look(state, event.watch),
+        liveness=liveness,
+        store_silent_until=silent_until,
+        answered_at=event.now if state.successor is not None else state.answered_at,
+    )
     return new, (Looked(watch=event.watch),)
 
 
