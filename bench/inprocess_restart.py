@@ -3,9 +3,9 @@
 In one run, round-robin over ``--trials`` trials, two workers on one node:
 
 * ``tpelastic in-process``: the job trains through ``tpelastic.worker.run``
-  (``bench/inprocess/job_inprocess.py``); rank 1 raises once (``raise``) or SIGKILLs itself
-  once (``kill``), ``--standalone`` and the multi-node path (``--rdzv-backend c10d`` on a free
-  loopback port);
+  (``bench/inprocess/job_inprocess.py``); rank 1 raises once 0.2 s after its group formed
+  (``raise``) or SIGKILLs itself once 10 s after (``kill``: its respawn takes a warm spare),
+  ``--standalone`` and the multi-node path (``--rdzv-backend c10d`` on a free loopback port);
 * full restarts of the launcher benchmark's job (``bench/launcher/job_*.py``, rank 1 SIGKILLs
   itself once): ``tpelastic run``, torchrun 2.13 and ``python -m tensorplay.distributed.run``.
 
@@ -103,7 +103,11 @@ def in_process(
         str(failures),
         str(JOB),
     ]
-    code, out = run(cmd, {"BENCH_FAILURES": str(failures), "BENCH_MODE": mode}, timeout)
+    # A SIGKILLed worker is respawned: from a warm interpreter, once its spare has imported
+    # (spares start 5 s after the first workers), as in a job that trained a while.
+    after = "10" if mode == "kill" else "0.2"
+    extra = {"BENCH_FAILURES": str(failures), "BENCH_MODE": mode, "BENCH_FAIL_AFTER": after}
+    code, out = run(cmd, extra, timeout)
     ready: dict[int, list[float]] = {}
     for ts, restart in re.findall(r"READY (\d+\.\d+) restart (\d+)", out):
         ready.setdefault(int(restart), []).append(float(ts))
@@ -163,7 +167,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--loop", type=int, default=0, help="consecutive in-process restarts")
     parser.add_argument("--no-full", action="store_true", help="only the in-process rows")
-    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--timeout", type=float, default=90.0)
     args = parser.parse_args()
     rows: dict[str, list[float]] = {}
     tried: dict[str, int] = {}
