@@ -77,8 +77,21 @@ def run(cmd: list[str], extra: dict[str, str], timeout: float) -> tuple[int, str
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        # The workers run in sessions of their own: a launcher that hangs (or leaves them
+        # behind) has its whole tree stopped, or the pipe never closes.
+        import psutil
+
+        tree = psutil.Process(proc.pid).children(recursive=True)
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
+        for child in tree:
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+        try:
+            out, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            out = ""
         return -9, out
     return proc.returncode, out
 
@@ -143,7 +156,7 @@ def full(name: str, timeout: float) -> float | None:
             "1",
             str(HERE / "launcher" / "job_tensorplay.py"),
         ]
-    code, out = run(cmd, {"BENCH_KILL": "1"}, timeout)
+    code, out = run(cmd, {"BENCH_KILL": "1"}, min(timeout, 45.0))
     kill = stamps(out, "KILL")
     after = [t for t in stamps(out, "READY") if kill and t > kill[0]]
     if code != 0 or not kill or len(after) < 2:
