@@ -217,7 +217,7 @@ def main() -> int:
         pids = len(set(re.findall(r"pid (\d+)", out)))
         print(
             f"\nloop: {formed}/{args.loop} consecutive in-process restarts re-formed their group "
-            f"(job exit ok: {formed == args.loop}), {pids} worker pids over the whole job, "
+            f"(all in process: {formed == args.loop}), {pids} worker pids over the whole job, "
             f"recovery {summary(got)}, p90 "
             f"{sorted(got)[int(0.9 * (len(got) - 1))] if got else float('nan'):.3f} s, "
             f"{took:.1f} s total, load {load()}"
