@@ -356,3 +356,26 @@ def test_L10_a_store_host_away_two_intervals_starts_its_successors_clock_again()
             assert looked(out).next_opened is None
         steady, out = drive(steady, mm.LookRequested(now=3.0), still, CFG)
         assert looked(out).next_opened == "membership"
+
+
+THREE = RoundResult(
+    round_no=2, participants=(NodeInfo(node="a"), NodeInfo(node="b"), NodeInfo(node="c"))
+)
+
+
+@pytest.mark.parametrize(("watcher_moved", "credited"), [(0, True), (1, True), (7, False)])
+def test_L9_in_a_ring_of_three_the_watcher_must_have_held_still_too(
+    watcher_moved: int, credited: bool
+) -> None:
+    """a's successor is b, its predecessor (who times a) is c. A silent look that saw b held
+    still proves nothing if c beat on: c was served, and times a out."""
+    store = {KEYS.heartbeat("b"): b"5", KEYS.heartbeat("c"): b"9"}
+    state, _ = drive(mm.member_state(KEYS, "a", THREE), mm.LookRequested(now=0.0), store, CFG)
+    assert state.watcher_seen == 9
+    requested = mm.step(state, mm.LookRequested(now=0.25), CFG)
+    (ops,) = [e for e in requested.effects if isinstance(e, StoreOps)]
+    assert len(ops.ops) == 6  # the watch keys, b's beat, c's beat
+    store[KEYS.heartbeat("c")] = str(9 + watcher_moved).encode()
+    done = OpsDone(replies=run_ops(ops.ops, store), now=2.75)
+    after = mm.step(requested.state, mm.decode(requested.state, done, CFG), CFG).state
+    assert after.store_silent_until == (2.75 if credited else None)

@@ -473,7 +473,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
         The same batch reads the ring successor's heartbeat; the member machine
         (:mod:`tpelastic.core.rendezvous.member`) judges it and, when it is dead, reports it,
         which opens the next round (``next_opened`` is then ``"membership"``, or the reason of
-        whoever opened it first). Costs one batch of 4-5 reads (one round trip where the store
+        whoever opened it first). Costs one batch of 4-6 reads (one round trip where the store
         reads many keys at once), plus one of two writes for a report.
 
         Raises:

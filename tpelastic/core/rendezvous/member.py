@@ -92,6 +92,7 @@ class MemberState:
     store_silent_until: Instant | None = None
     answered_at: Instant | None = None  # when the last look that judged a successor was answered
     hosts_store: bool = False  # the store's server runs in this node's process
+    watcher_seen: int | None = None  # the ring predecessor's counter at the last look
     seen: RoundWatch | None = None  # what the look saw, while its report is out
     # Closing: the outcome to write, the first round probed and the one probed now.
     close: tuple[str, str] | None = None
@@ -141,6 +142,9 @@ class LookRead:
     watch: RoundWatch
     beat: int = 0
     beat_present: bool = False
+    # The ring predecessor's counter (the member that times this node), when it is not the
+    # successor and counters are kept; None otherwise.
+    watcher_beat: int | None = None
 
 
 @frozen(kw_only=True)
@@ -373,20 +377,34 @@ def _decode_look(
     key = state.keys.heartbeat(state.successor)
     beat = _named(key, lambda: _bytes(replies[4], "heartbeat"))
     counter = 0 if config.leased_liveness else _named(key, lambda: decode_counter(beat))
-    return LookRead(now=now, watch=watch, beat=counter, beat_present=beat is not None)
+    watcher: int | None = None
+    if len(replies) > 5 and not config.leased_liveness:
+        predecessor = membership.ring_predecessor(state.result, state.node)
+        assert predecessor is not None
+        wkey = state.keys.heartbeat(predecessor)
+        wbeat = _named(wkey, lambda: _bytes(replies[5], "heartbeat"))
+        watcher = _named(wkey, lambda: decode_counter(wbeat))
+    present = beat is not None
+    return LookRead(now=now, watch=watch, beat=counter, beat_present=present, watcher_beat=watcher)
 
 
 # -- requests ----------------------------------------------------------------------------------
 
 
-def look_ops(state: MemberState, attempt: int) -> tuple[Op, ...]:
-    """The reads of one look: the watch keys, and the ring successor's heartbeat."""
+def look_ops(state: MemberState, attempt: int, leased: bool = False) -> tuple[Op, ...]:
+    """The reads of one look: the watch keys, the ring successor's heartbeat, and (counted
+    liveness, a ring of three or more) the ring predecessor's, which :func:`served_nobody`
+    reads: the predecessor is who times this node."""
     assert state.result is not None
     ops = membership.watch_ops(state.keys, state.result.round_no, attempt)
     successor = membership.ring_successor(state.result, state.node)
     if successor is None:
         return ops
-    return (*ops, Get(state.keys.heartbeat(successor)))
+    ops = (*ops, Get(state.keys.heartbeat(successor)))
+    predecessor = membership.ring_predecessor(state.result, state.node)
+    if leased or predecessor is None or predecessor == successor:
+        return ops
+    return (*ops, Get(state.keys.heartbeat(predecessor)))
 
 
 def change_keys(state: MemberState) -> tuple[str, ...]:
@@ -486,9 +504,10 @@ def served_nobody(state: MemberState, event: LookRead, config: RendezvousConfig)
     """Did a silent look (see :func:`store_was_silent`) find that the store answered nobody
     meanwhile? The ring successor, answered, would have beaten about once per interval of the
     wait; its counter moved at most once (a beat the store held up), and by fewer than the
-    wait's intervals less one. Then no peer could time this node either: the store was paused,
-    not cut off from this node alone. Without a sighting to compare (no successor, a new one,
-    leases) nothing is proved."""
+    wait's intervals less one, and so did the ring predecessor's (the member that times this
+    node; in a ring of two, the successor). Then no peer could time this node either: the store
+    was paused, not cut off from this node alone. Without sightings to compare (no successor,
+    a new one, leases) nothing is proved."""
     asked, successor = state.asked_at, state.successor
     if asked is None or successor is None or config.leased_liveness:
         return False
@@ -497,9 +516,16 @@ def served_nobody(state: MemberState, event: LookRead, config: RendezvousConfig)
     before = state.liveness.seen.get(successor)
     if before is None:
         return False
-    moved = event.beat - before.counter
     intervals = (event.now - asked) / config.heartbeat_interval
-    return 0 <= moved <= 1 and moved < intervals - 1
+
+    def held(moved: int) -> bool:
+        return 0 <= moved <= 1 and moved < intervals - 1
+
+    if not held(event.beat - before.counter):
+        return False
+    if event.watcher_beat is None:  # a ring of two: the successor is the watcher
+        return True
+    return state.watcher_seen is not None and held(event.watcher_beat - state.watcher_seen)
 
 
 def observer_was_away(state: MemberState, event: LookRead, config: RendezvousConfig) -> bool:
@@ -531,7 +557,8 @@ def look(state: MemberState, event: LookRequested, config: RendezvousConfig) -> 
     assert state.result is not None
     successor = membership.ring_successor(state.result, state.node)
     new = evolve(state, attempt=event.attempt, successor=successor, seen=None, asked_at=event.now)
-    return new, (StoreOps(look_ops(state, event.attempt)),)
+    ops = look_ops(state, event.attempt, config.leased_liveness)
+    return new, (StoreOps(ops),)
 
 
 def _after_look(state: MemberState, watch: RoundWatch) -> MemberState:
@@ -555,6 +582,7 @@ def answer(state: MemberState, event: LookRead, config: RendezvousConfig) -> Out
         liveness=liveness,
         store_silent_until=silent_until,
         answered_at=event.now if state.successor is not None else state.answered_at,
+        watcher_seen=state.watcher_seen if event.watcher_beat is None else event.watcher_beat,
     )
     return new, (Looked(watch=event.watch),)
 

@@ -101,6 +101,15 @@ def ring_successor(result: RoundResult, node: str) -> str | None:
     return result.participants[(rank + 1) % result.world_size].node
 
 
+def ring_predecessor(result: RoundResult, node: str) -> str | None:
+    """The member that watches this node: the previous rank, wrapping. None when alone or not
+    a member."""
+    rank = result.rank_of(node)
+    if rank is None or result.world_size < 2:
+        return None
+    return result.participants[(rank - 1) % result.world_size].node
+
+
 @frozen(kw_only=True)
 class RoundWatch:
     """What a member of round ``round_no`` learns from one look at the next round."""
