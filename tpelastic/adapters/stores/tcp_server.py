@@ -379,7 +379,7 @@ class StoreServer:
         conn.closed = True
         waiter = conn.waiting
         if waiter is not None:
-            globals().setdefault("_LEAK", []).append((waiter, conn))
+            self._unpark(waiter)
             waiter.done = True
             self._stale += 1
         self._conns.discard(conn)
