@@ -19,8 +19,8 @@ def look(**seen: object) -> mb.LookDone:
     return mb.LookDone(now=5.0, round=4, **seen)  # type: ignore[arg-type]
 
 
-def landed(last_beat: float, now: float = 5.0) -> mb.OpenLanded:
-    return mb.OpenLanded(now=now, round=4, attempt=1, last_beat=last_beat)
+def landed(last_beat: float, now: float = 5.0, asked_at: float | None = None) -> mb.OpenLanded:
+    return mb.OpenLanded(now=now, round=4, attempt=1, last_beat=last_beat, asked_at=asked_at)
 
 
 EXAMPLES = [
@@ -254,7 +254,9 @@ def test_M7_an_own_open_starts_its_attempt_only_with_the_keep_alive_held(
 ) -> None:
     """The node's own open of an attempt, landed ``wait`` s after it was sent with its last
     beat ``since_beat`` s before that, starts the attempt exactly when a keep-alive read then
-    would not fence the node (M3); otherwise the node is fenced, as by that read."""
+    would not fence the node (M3); otherwise the node is fenced, as by that read. An open known
+    to have waited ``heartbeat_timeout - heartbeat_interval`` or longer fences a non-host even
+    when a beat landed at the end."""
     config = mb.MemberConfig(
         heartbeat_timeout=timeout, heartbeat_interval=interval, hosts_store=host
     )
@@ -262,6 +264,13 @@ def test_M7_an_own_open_starts_its_attempt_only_with_the_keep_alive_held(
     now, last = sent + wait, sent - since_beat
     opened = mb.step(FRESH, landed(last_beat=last, now=now), config)
     read = mb.step(FRESH, mb.KeepAliveRead(now=now, last_beat=last), config)
+    # Knowing when it was sent: an open that waited a lapse long fences the node too, even
+    # with a beat landed just now (the loop read no keep-alive while it waited).
+    timed = mb.step(FRESH, landed(last_beat=now, now=now, asked_at=sent), config)
+    waited_out = not host and wait >= timeout - interval
+    assert [type(e) for e in timed.effects] == (
+        [ag.KeepAliveLapsed] if waited_out else [ag.OwnAttemptOpened]
+    )
     if read.effects:
         assert [type(e) for e in opened.effects] == [ag.KeepAliveLapsed]
         assert opened.state == read.state and opened.state.phase is mb.MemberPhase.FENCED

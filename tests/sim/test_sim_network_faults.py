@@ -250,3 +250,31 @@ def test_an_open_that_waited_out_the_keep_alive_fences_instead_of_training() -> 
     assert len(cluster.training_rounds()) == 1
     training = sorted(n for n, x in cluster.nodes.items() if x.status is Status.TRAINING)
     assert training == ["n0", "n1", "n3"]
+
+
+def test_an_open_that_waited_out_a_cut_fences_even_with_a_beat_landed_after() -> None:
+    # n0, rank 0 of round 0 of four, is cut off as its workers fail; its open of attempt 1
+    # waits out the cut (6 s) while n3 finds it dead and round 1 forms. Healed, n0's heartbeat
+    # lands before its retried open does: the keep-alive reads as held then, but the open
+    # waited a lapse long, so n0 fences itself instead of training attempt 1 beside round 1.
+    config = RendezvousConfig(
+        min_nodes=2,
+        max_nodes=4,
+        join_timeout=100_000.0,
+        last_call_timeout=LAST_CALL,
+        heartbeat_interval=INTERVAL,
+        heartbeat_timeout=TIMEOUT,
+    )
+    cluster = Cluster(config=config, latency=0.0, retry_after=1.0)
+    for i in range(4):
+        cluster.start(f"n{i}")
+    cluster.partition("n0")
+    cluster.fail_workers("n0")
+    cluster.advance(6.0)
+    assert cluster.training_rounds() == {1}
+    cluster.heal("n0")
+    cluster.advance(1.5)
+    assert not cluster.overlaps, cluster.overlaps[0]
+    cluster.advance(20.0)
+    assert not cluster.overlaps, cluster.overlaps[0]
+    assert len(cluster.training_rounds()) == 1

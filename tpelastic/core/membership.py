@@ -144,6 +144,9 @@ class OpenLanded:
     attempt: int = field(validator=validators.ge(1))
     last_beat: Instant
     silent_until: Instant | None = None
+    # When the open was sent (None: not known). An open that waited a lapse long may have
+    # hidden a lapse: a beat that landed after the store came back does not undo it.
+    asked_at: Instant | None = None
 
 
 @frozen(kw_only=True)
@@ -237,6 +240,19 @@ def lapsed(state: MemberState, event: KeepAliveRead | OpenLanded, config: Member
     return keep_alive_lapsed(event.now, event.last_beat, timeout, interval, event.silent_until)
 
 
+def open_waited_out(state: MemberState, event: OpenLanded, config: MemberConfig) -> bool:
+    """Did the node's own open wait ``heartbeat_timeout - heartbeat_interval`` or longer (or is
+    the keep-alive lapsed now)? The loop reads no keep-alive while the open waits, and a beat
+    that landed once the store answered again hides a lapse peers may have acted on; the store
+    host is exempt, as in :func:`lapsed`."""
+    if lapsed(state, event, config):
+        return True
+    timeout, interval = config.heartbeat_timeout, config.heartbeat_interval
+    if timeout is None or interval is None or config.hosts_store or event.asked_at is None:
+        return False
+    return event.now - event.asked_at >= timeout - interval
+
+
 def still_lapsed(state: MemberState, event: KeepAliveRead, config: MemberConfig) -> bool:
     """Fenced, and the keep-alive is still lapsed, within ``fence_timeout`` of the fence?"""
     return lapsed(state, event, config) and not fence_over(state, event, config)
@@ -315,6 +331,12 @@ def report_lapse(
 ) -> Out:
     age = event.now - keep_alive_since(event.last_beat, event.silent_until)
     reason = f"no heartbeat landed for {age:.1f}s"
+    if (
+        isinstance(event, OpenLanded)
+        and event.asked_at is not None
+        and not lapsed(state, event, config)
+    ):
+        reason = f"the open of attempt {event.attempt} waited {event.now - event.asked_at:.1f}s"
     fenced = evolve(state, fenced_at=event.now)
     return fenced, (ag.KeepAliveLapsed(now=event.now, reason=reason),)
 
@@ -376,7 +398,7 @@ ROWS = (
         src=W,
         on=OpenLanded,
         dst=F,
-        guard="lapsed",
+        guard="open_waited_out",
         action="report_lapse",
         note="the open waited out the keep-alive: peers may have found this node dead",
     ),
@@ -436,6 +458,7 @@ GUARDS: dict[str, Guard] = {
     "looks_lost": looks_lost,
     "lapsed": lapsed,
     "still_lapsed": still_lapsed,
+    "open_waited_out": open_waited_out,
     "fence_over": fence_over,
     "close_readable": close_readable,
 }

@@ -117,6 +117,7 @@ class InPlaceEffects:
         open landed, with this node's keep-alive then (``OpenLanded``: the core starts the
         attempt's workers only if the keep-alive held through the open's wait), or a store
         error, which is a lost rendezvous."""
+        asked = self._clock.now()
         try:
             self._membership.open_attempt(effect.attempt, effect.reason)
         except rz.RendezvousError as error:
@@ -139,6 +140,7 @@ class InPlaceEffects:
             attempt=effect.attempt,
             last_beat=now if last_beat is None else last_beat,  # no keep-alive: none lapses
             silent_until=self._membership.store_silent_until(),
+            asked_at=asked,
         )
         self._inbox.put(landed)
 

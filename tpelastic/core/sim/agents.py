@@ -453,14 +453,21 @@ class AgentDriver(RestartDriver):
         node.join_reason = effect.reason
         return False
 
-    def _open_attempt(self, node: SimNode, effect: ag.OpenAttempt, rest: Iterator[object]) -> bool:
+    def _open_attempt(
+        self,
+        node: SimNode,
+        effect: ag.OpenAttempt,
+        rest: Iterator[object],
+        asked: float | None = None,
+    ) -> bool:
         world = node.world
         if world is None or world.round_no != effect.round:
             return False
         ops = attempts.open_attempt_ops(self.keys, effect.round, effect.attempt, "failure")
         # Recovery is timed from the first failure that asked for this attempt.
         self.attempt_times.setdefault((effect.round, effect.attempt), [self.now, self.now, 0.0])
-        agent = node.agent
+        # The handler's retries are one open to the agent: its wait counts from the first.
+        agent, asked = node.agent, self.now if asked is None else asked
 
         def opened(replies: tuple[Reply, ...] | None) -> None:
             if node.agent is not agent or node.status is Status.CRASHED:
@@ -472,12 +479,13 @@ class AgentDriver(RestartDriver):
                     round=effect.round,
                     attempt=effect.attempt,
                     last_beat=node.last_good_beat,
+                    asked_at=asked,
                 )
                 self._step(node, landed)
             elif self.retry_after is None or node.store_lost:
                 self._open_failed_for_good(node, effect)
             else:
-                self._open_later(node, effect, rest)
+                self._open_later(node, effect, rest, asked)
 
         self._request(node, ops, opened)
         return True
@@ -491,7 +499,9 @@ class AgentDriver(RestartDriver):
             why = f"{why}: {node.store_lost}"
         self._step(node, ag.RendezvousFailed(now=self.now, reason=why, kind="connection"))
 
-    def _open_later(self, node: SimNode, effect: ag.OpenAttempt, rest: Iterator[object]) -> None:
+    def _open_later(
+        self, node: SimNode, effect: ag.OpenAttempt, rest: Iterator[object], asked: float
+    ) -> None:
         """The store was out of reach: the handler retries the open after ``retry_after``. The
         agent's loop waits in the handler meanwhile: the workers stay stopped, the node keeps
         beating and looks at nothing."""
@@ -505,7 +515,7 @@ class AgentDriver(RestartDriver):
         def retry() -> None:
             if node.agent is agent and node.status is Status.HOLDING:
                 node.retry_pending = False
-                self._open_attempt(node, effect, rest)
+                self._open_attempt(node, effect, rest, asked)
 
         self.queue.schedule(self.now + retry_after, retry)
 
