@@ -46,10 +46,18 @@ def enabled(environ: dict[str, str] | None = None) -> bool:
     return (os.environ if environ is None else environ).get(OFF_ENV, "1") != "0"
 
 
+# A unix socket's path must fit in sun_path (108 bytes on Linux, with its NUL).
+_SOCKET_PATH_MAX = 100
+
+
 def _private_dir() -> str:
     """A new folder only this user can enter (``tempfile`` would import shutil, random and
-    compression modules into the agent for this alone)."""
+    compression modules into the agent for this alone), under ``$TMPDIR``, or under ``/tmp``
+    when a socket path there would be too long for a unix socket."""
     base = os.environ.get("TMPDIR") or "/tmp"
+    longest = os.path.join(base, "tpelastic-control-" + "0" * 12, "99999.sock")
+    if len(os.fsencode(longest)) > _SOCKET_PATH_MAX:
+        base = "/tmp"
     while True:
         path = os.path.join(base, f"tpelastic-control-{os.urandom(6).hex()}")
         try:
