@@ -476,3 +476,79 @@ def test_unreachable_store_is_a_connection_error_within_the_read_timeout() -> No
         handler.next_rendezvous()
     assert time.monotonic() - started < 3.0
     assert handler.shutdown() in (True, False)  # never raises
+
+
+def _slow_rank0_publish(
+    monkeypatch: pytest.MonkeyPatch, before_publish: Callable[[], None]
+) -> None:
+    """Rank 0 runs ``before_publish`` before it publishes its endpoint (a loaded or dying rank
+    0): the real publish, a fault injected in front of it."""
+    from tpelastic.adapters.rendezvous.info import RendezvousStoreInfo
+
+    build = RendezvousStoreInfo.build.__func__  # type: ignore[attr-defined]
+
+    def slow(cls: type, rank: int, *args: Any, **kwargs: Any) -> Any:
+        if rank == 0:
+            before_publish()
+        return build(cls, rank, *args, **kwargs)
+
+    monkeypatch.setattr(RendezvousStoreInfo, "build", classmethod(slow))
+
+
+def test_a_follower_waits_out_a_slow_rank_0_past_the_takeover_delay(
+    server: TensorplayStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 publishes its endpoint 2.5 s after the round (takeover delay 1.1 s): the follower
+    looks meanwhile, finds the round standing, and gets the endpoint; its node goes on."""
+    config = _config(2, 2)
+    assert config.takeover_delay < 2.5
+    _slow_rank0_publish(monkeypatch, lambda: time.sleep(2.5))
+    handlers = _handlers(server, "slow-rank0", 2, config)
+    try:
+        infos = _join_all(handlers)
+        assert sorted(i.rank for i in infos) == [0, 1]
+        assert (
+            len(
+                {
+                    (i.bootstrap_store_info.master_addr, i.bootstrap_store_info.master_port)
+                    for i in infos
+                }
+            )
+            == 1
+        )
+    finally:
+        _shutdown(handlers)
+
+
+def test_a_follower_whose_rank_0_dies_before_publishing_joins_the_next_round(
+    server: TensorplayStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank 0 stops its heartbeat and never publishes: the follower's look finds it dead, the
+    next round opens, and the follower joins it (alone, min 1) instead of giving up."""
+    handlers = _handlers(server, "dead-rank0", 2, _config(1, 2))
+    rank0_gone, release = threading.Event(), threading.Event()
+
+    def die() -> None:
+        if rank0_gone.is_set():
+            return  # the follower, rank 0 of the next round, publishes as usual
+        for handler in handlers:
+            if handler._joined is not None and handler._joined.rank == 0:
+                assert handler._keep_alive is not None
+                handler._keep_alive.stop(timeout=2.0)
+        rank0_gone.set()
+        release.wait(30)  # publishes nothing while the test looks
+
+    _slow_rank0_publish(monkeypatch, die)
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(h.next_rendezvous) for h in handlers]
+        assert rank0_gone.wait(20)
+        done = None
+        deadline = time.monotonic() + 20
+        while done is None and time.monotonic() < deadline:
+            done = next((f for f in futures if f.done()), None)
+            time.sleep(0.05)
+        assert done is not None
+        info = done.result()
+        assert (info.round, info.rank, info.world_size) == (1, 0, 1)
+        release.set()
+    _shutdown(handlers)

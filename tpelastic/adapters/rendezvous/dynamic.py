@@ -52,9 +52,11 @@ from tpelastic.adapters.rendezvous.driver import (
     run_member,
 )
 from tpelastic.adapters.rendezvous.errors import (
+    RendezvousClosedError,
     RendezvousError,
     RendezvousGracefulExitError,
     RendezvousStateError,
+    RendezvousTimeoutError,
     store_errors_as_rendezvous_errors,
 )
 from tpelastic.adapters.rendezvous.handler import RendezvousHandler
@@ -63,7 +65,7 @@ from tpelastic.adapters.rendezvous.parameters import RendezvousParameters, Rende
 from tpelastic.adapters.rendezvous.settings import RendezvousSettings
 from tpelastic.adapters.stores.prefixed import PrefixedStore
 from tpelastic.core.membership import KeepAliveRead, MemberConfig, keep_alive_holds
-from tpelastic.core.rendezvous import attempts, member, membership
+from tpelastic.core.rendezvous import attempts, member, membership, peer_wait
 from tpelastic.core.rendezvous.config import RendezvousConfig
 from tpelastic.core.rendezvous.keys import RunKeys
 from tpelastic.core.rendezvous.membership import RoundWatch
@@ -113,6 +115,18 @@ class DynamicRendezvousInfo(RendezvousInfo):
     round: int = field(default=0, kw_only=True)
     restart_count: int = field(default=0, kw_only=True)
     attempt: int = field(default=0, kw_only=True)
+
+
+# How long a member waits for rank 0's endpoint after a join without a join timeout.
+_ENDPOINT_WAIT = 600.0
+
+
+def _wait_step(
+    state: peer_wait.PeerWaitState, event: object, config: peer_wait.PeerWaitConfig
+) -> tuple[peer_wait.PeerWaitState, object]:
+    result = peer_wait.step(state, event, config)
+    (due,) = result.effects  # every row of the wait orders exactly one thing
+    return result.state, due
 
 
 class DynamicRendezvousHandler(RendezvousHandler):
@@ -279,7 +293,9 @@ class DynamicRendezvousHandler(RendezvousHandler):
         Raises:
             RendezvousClosedError: the rendezvous is closed.
             RendezvousJoinTimeoutError: no round completed within the join timeout.
-            RendezvousTimeoutError: rank 0 did not publish the workers' bootstrap endpoint.
+            RendezvousTimeoutError: rank 0 did not publish the workers' bootstrap endpoint
+                within the join timeout (a look every ``takeover_delay`` meanwhile; when one
+                finds the round over, this node joins the next one instead).
             RendezvousConnectionError: the store could not be reached (a join that loses the
                 store after arriving retries until its deadline, taking up its place again).
             RendezvousStateError: the shared state is unreadable (foreign bytes, newer schema).
@@ -287,12 +303,22 @@ class DynamicRendezvousHandler(RendezvousHandler):
             ValueError: an unknown ``reason``.
         """
         self._check_running()
-        previous = self._joined
         if reason is None:
-            reason = "first" if previous is None else "rejoin"
+            reason = "first" if self._joined is None else "rejoin"
         if reason not in JOIN_REASONS:
             raise ValueError(f"join reason must be one of {sorted(JOIN_REASONS)}, got {reason!r}")
         self._start_keep_alive()
+        while True:
+            joined = self._join(reason, charged_attempt)
+            info = self._joined_info(joined)
+            if info is not None:
+                return info
+            # The round ended before rank 0 published its endpoint (rank 0 died, the run
+            # moved on): join what forms next, as the agent would on that look.
+            reason, charged_attempt = "rejoin", None
+
+    def _join(self, reason: str, charged_attempt: int | None) -> JoinSucceeded:
+        previous = self._joined
         joined = run_join(
             self._store,
             self.settings.config,
@@ -315,7 +341,45 @@ class DynamicRendezvousHandler(RendezvousHandler):
             self._keys, self.node_id, joined.result, hosts_store=self.store_host is not None
         )
         self._attempt = 0
-        return self._info(joined)
+        return joined
+
+    def _joined_info(self, joined: JoinSucceeded) -> DynamicRendezvousInfo | None:
+        """The round's info once rank 0's endpoint is in. The core's bounded wait decides
+        (:mod:`tpelastic.core.rendezvous.peer_wait`): slices of ``takeover_delay``, each
+        followed by a look, for up to the join timeout; None when a look found the round
+        over first (closed: raises), ``RendezvousTimeoutError`` when the wait is over. Rank 0
+        answers at once."""
+        config = self.settings.config
+        slice_s = config.takeover_delay
+        wait = peer_wait.PeerWaitConfig(
+            timeout=max(config.join_timeout or _ENDPOINT_WAIT, slice_s), look_every=slice_s
+        )
+        what = f"rank 0's endpoint of round {joined.result.round_no}"
+        state, due = _wait_step(
+            peer_wait.PeerWaitState(),
+            peer_wait.PeerWaitRequested(now=self._clock.now(), what=what),
+            wait,
+        )
+        while True:
+            now = self._clock.now()
+            if isinstance(due, peer_wait.AwaitPeer):
+                try:
+                    info = self._info(joined, timeout=max(0.0, self._clock.remaining(due.until)))
+                except RendezvousTimeoutError:
+                    state, due = _wait_step(state, peer_wait.PeerSilent(now=now), wait)
+                    continue
+                return info
+            if isinstance(due, peer_wait.LookDue):
+                seen = self.watch()
+                if seen.closed is not None:
+                    raise RendezvousClosedError(f"the run closed ({seen.closed.outcome})")
+                news = seen.next_opened is not None or seen.next_attempt is not None
+                state, due = _wait_step(state, peer_wait.LookAnswered(now=now, news=news), wait)
+                continue
+            if isinstance(due, peer_wait.WaitInterrupted):
+                return None
+            assert isinstance(due, peer_wait.PeerWaitFailed), due
+            raise RendezvousTimeoutError(due.reason)
 
     def _spent_attempts(self, charged: int | None) -> int:
         attempts = member.carried_attempt(self._member, self._attempt)
